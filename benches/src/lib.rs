@@ -1,0 +1,1 @@
+//! Fixture programs and shared helpers for the benches and process tests.

@@ -1,0 +1,311 @@
+//! The framer's guarantees, one test each, in both input modes.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::check::{self, MODES, Mode, check_against_reference, check_every_split, normalize, run};
+use crate::{Bom, Config, EmptyLines, Event, FrameError, Framer, OversizePolicy};
+
+fn cfg(max_frame: usize, oversize: OversizePolicy) -> Config {
+    Config { max_frame, oversize, ..Config::default() }
+}
+
+fn frame(bytes: &[u8]) -> Event<Vec<u8>> {
+    Event::Frame(bytes.to_vec())
+}
+
+/// A small xorshift generator: deterministic pseudo-random chunkings and
+/// inputs without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn frame_of_exactly_max_frame_is_delivered_and_one_more_is_oversize() {
+    for policy in [OversizePolicy::Skip, OversizePolicy::Fail] {
+        let config = cfg(8, policy);
+        for delim in [&b"\n"[..], b"\r\n"] {
+            let at_limit = [&b"12345678"[..], delim].concat();
+            let out = check_against_reference(&config, &at_limit, &[]);
+            assert_eq!(out.events, vec![frame(b"12345678")], "{policy:?} {delim:?}");
+
+            let over = [&b"123456789"[..], delim].concat();
+            let out = normalize(&config, run(&config, &over, &[], Mode::Push));
+            match policy {
+                OversizePolicy::Skip => assert_eq!(
+                    out.events,
+                    vec![Event::OversizeStarted { seen: 0 }, Event::OversizeSkipped { len: 9 }],
+                    "{delim:?}"
+                ),
+                OversizePolicy::Fail => {
+                    assert!(out.events.is_empty());
+                    assert_eq!(out.error, Some(FrameError::Oversize { seen: 0, max_frame: 8 }));
+                }
+            }
+            check_every_split(&config, &over);
+        }
+    }
+}
+
+#[test]
+fn carriage_return_counts_toward_the_limit_when_not_stripped() {
+    let config = Config { strip_cr: false, ..cfg(8, OversizePolicy::Skip) };
+    let out = check_against_reference(&config, b"1234567\r\n12345678\r\n", &[3]);
+    assert_eq!(
+        out.events,
+        vec![frame(b"1234567\r"), Event::OversizeStarted { seen: 0 }, Event::OversizeSkipped { len: 9 }]
+    );
+}
+
+#[test]
+fn a_bare_cr_is_never_a_delimiter() {
+    let config = cfg(64, OversizePolicy::Skip);
+    let out = check_against_reference(&config, b"a\rb\r\r\n\rc\n", &[1]);
+    assert_eq!(out.events, vec![frame(b"a\rb\r"), frame(b"\rc")]);
+    assert_eq!(out.stats.cr_stripped, 1);
+}
+
+#[test]
+fn frames_around_an_oversize_frame_survive_in_one_chunk_and_split() {
+    let config = cfg(16, OversizePolicy::Skip);
+    let input = b"{\"id\":1}\n{\"id\":2,\"pad\":\"xxxxxxxxxxxxxxxx\"}\r\n{\"id\":3}\n";
+    for mode in MODES {
+        let out = run(&config, input, &[], mode);
+        assert_eq!(out.events[0], frame(b"{\"id\":1}"), "{mode:?}");
+        assert_eq!(out.events[1], Event::OversizeStarted { seen: 34 }, "{mode:?}");
+        assert_eq!(out.events[2], Event::OversizeSkipped { len: 33 }, "{mode:?}");
+        assert_eq!(out.events[3], frame(b"{\"id\":3}"), "{mode:?}");
+        assert_eq!(out.stats.discarded_bytes, 34, "the CR is discarded with the frame");
+    }
+    check_every_split(&config, input);
+}
+
+#[test]
+fn oversize_is_reported_before_its_newline_arrives() {
+    let config = cfg(10, OversizePolicy::Skip);
+    let mut framer = Framer::new(config);
+    {
+        let mut push = framer.push(b"{\"id\":1,\"x\":\"");
+        assert_eq!(push.next_event(), Ok(Some(Event::OversizeStarted { seen: 13 })));
+        assert_eq!(push.next_event(), Ok(None));
+    }
+    assert!(framer.is_discarding());
+    assert_eq!(framer.buffered(), 0, "an oversize frame is never buffered");
+    let mut push = framer.push(b"yyyy\"}\n{}\n");
+    assert_eq!(push.next_event(), Ok(Some(Event::OversizeSkipped { len: 19 })));
+    assert_eq!(push.next_event(), Ok(Some(Event::Frame(&b"{}"[..]))));
+}
+
+#[test]
+fn fail_policy_is_sticky_and_delivers_what_came_before() {
+    let config = cfg(4, OversizePolicy::Fail);
+    let mut framer = Framer::new(config);
+    let mut push = framer.push(b"ok\nTOO LONG\nok\n");
+    assert_eq!(push.next_event(), Ok(Some(Event::Frame(&b"ok"[..]))));
+    let err = push.next_event().unwrap_err();
+    assert_eq!(err, FrameError::Oversize { seen: 8, max_frame: 4 });
+    assert_eq!(push.next_event(), Err(err));
+    drop(push);
+    assert_eq!(framer.next_event(), Err(err));
+    let spare = framer.spare();
+    spare[..3].copy_from_slice(b"ok\n");
+    framer.commit(3);
+    assert_eq!(framer.next_event(), Err(err));
+    let stats = framer.stats();
+    assert_eq!(stats.frames, 1);
+    assert_eq!(stats.discarded_bytes, 8 + 1 + 3 + 3, "everything from the oversize frame on");
+    check::check_accounting(&framer, stats);
+}
+
+#[test]
+fn truncated_partial_frame_at_end_of_stream_is_reported_not_delivered() {
+    let config = cfg(64, OversizePolicy::Skip);
+    let out = check_against_reference(&config, b"{\"id\":1}\n{\"id\":", &[5]);
+    assert_eq!(out.events, vec![frame(b"{\"id\":1}"), Event::Truncated { len: 6, oversize: false }]);
+    assert_eq!(out.stats.truncated_bytes, 6);
+
+    let small = cfg(3, OversizePolicy::Skip);
+    let out = normalize(&small, run(&small, b"abcdef", &[2], Mode::ReadInto));
+    assert_eq!(out.events, vec![Event::OversizeStarted { seen: 0 }, Event::Truncated { len: 6, oversize: true }]);
+}
+
+#[test]
+fn empty_lines_are_skipped_and_counted_or_delivered() {
+    let input = b"\n\r\n{}\n\n";
+    let out = check_against_reference(&cfg(64, OversizePolicy::Skip), input, &[1]);
+    assert_eq!(out.events, vec![frame(b"{}")]);
+    assert_eq!(out.stats.empty_lines, 3);
+    let deliver = Config { empty_lines: EmptyLines::Deliver, ..cfg(64, OversizePolicy::Skip) };
+    let out = check_against_reference(&deliver, input, &[1]);
+    assert_eq!(out.events, vec![frame(b""), frame(b""), frame(b"{}"), frame(b"")]);
+}
+
+#[test]
+fn bom_at_stream_start_is_stripped_by_default_and_kept_on_request() {
+    let input = b"\xEF\xBB\xBF{}\n\xEF\xBB\xBF{}\n";
+    let out = check_against_reference(&cfg(64, OversizePolicy::Skip), input, &[1]);
+    assert_eq!(out.events, vec![frame(b"{}"), frame(b"\xEF\xBB\xBF{}")], "only the first BOM is stripped");
+    assert_eq!(out.stats.bom_bytes, 3);
+    let keep = Config { bom: Bom::Keep, ..cfg(64, OversizePolicy::Skip) };
+    let out = check_against_reference(&keep, input, &[2]);
+    assert_eq!(out.events, vec![frame(b"\xEF\xBB\xBF{}"), frame(b"\xEF\xBB\xBF{}")]);
+    check_every_split(&cfg(64, OversizePolicy::Skip), input);
+    // A BOM prefix that turns out not to be one stays in the frame.
+    for input in [&b"\xEF\xBB{}\n"[..], b"\xEF\n", b"\xEF\xBB", b"\xEF\xBB\xBF"] {
+        check_every_split(&cfg(64, OversizePolicy::Skip), input);
+    }
+}
+
+#[test]
+fn each_byte_is_scanned_once_however_the_frame_is_split() {
+    let mut input = vec![b'x'; 100_000];
+    input.push(b'\n');
+    for mode in MODES {
+        for chunk in [1, 7, 4096, 65_536] {
+            let mut framer = Framer::new(Config::default());
+            let mut events = 0;
+            for piece in input.chunks(chunk) {
+                match mode {
+                    Mode::ReadInto | Mode::ReadIntoMut => {
+                        framer.spare()[..piece.len()].copy_from_slice(piece);
+                        framer.commit(piece.len());
+                        while framer.next_event().unwrap().is_some() {
+                            events += 1;
+                        }
+                    }
+                    Mode::Push | Mode::PushMut => {
+                        let mut push = framer.push(piece);
+                        while push.next_event().unwrap().is_some() {
+                            events += 1;
+                        }
+                    }
+                }
+            }
+            assert_eq!(events, 1);
+            assert_eq!(framer.scanned, input.len() as u64, "{mode:?} chunk {chunk}: bytes searched more than once");
+        }
+    }
+}
+
+#[test]
+fn buffer_stays_within_max_frame_plus_one_read_and_discarding_does_not_grow_it() {
+    let read_size = 4096;
+    let config = Config { max_frame: 10_000, read_size, ..Config::default() };
+    let cap = config.max_frame + 1 + read_size;
+    let mut framer = Framer::new(config);
+    let mut input = Vec::new();
+    for len in [9_999usize, 10_000, 10_001, 1_000_000, 3, 10_000] {
+        input.extend(core::iter::repeat_n(b'a', len));
+        input.extend_from_slice(b"\r\n");
+    }
+    let mut capacity_before_giant = None;
+    for piece in input.chunks(3000) {
+        framer.spare()[..piece.len()].copy_from_slice(piece);
+        framer.commit(piece.len());
+        while let Some(event) = framer.next_event().unwrap() {
+            if let Event::OversizeStarted { seen } = event
+                && seen > 10_001
+                && capacity_before_giant.is_none()
+            {
+                capacity_before_giant = Some(framer.capacity());
+            }
+        }
+        assert!(framer.capacity() <= cap, "capacity {} over cap {cap}", framer.capacity());
+        assert!(framer.buffered() <= config.max_frame + 1);
+    }
+    let stats = framer.stats();
+    assert!(stats.buffered_high_water <= cap as u64);
+    assert_eq!((stats.frames, stats.oversize_frames), (4, 2));
+    assert_eq!(capacity_before_giant, Some(framer.capacity()), "discarding 1 MB grew the buffer");
+}
+
+#[test]
+fn any_chunking_gives_the_same_events() {
+    let multibyte = "é€𐍈😀 \"quoted\\\" \u{2028}".as_bytes();
+    let mut inputs: Vec<Vec<u8>> = vec![
+        [b"{\"text\":\"".as_slice(), multibyte, b"\"}\n"].concat(),
+        b"a\r\nb\n\n\rc\r\r\n".to_vec(),
+        b"\xEF\xBB\xBF{}\r\n{\"x\":\"\xff\xfe\x00\"}\n".to_vec(),
+        [b"ok\n".as_slice(), &[b'z'; 40], b"\r\nok\n", &[b'y'; 17], b"\rtail"].concat(),
+    ];
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let configs = |max_frame| {
+        [OversizePolicy::Skip, OversizePolicy::Fail].into_iter().flat_map(move |oversize| {
+            [true, false].map(|strip_cr| Config { max_frame, oversize, strip_cr, ..Config::default() })
+        })
+    };
+    // Hand-written inputs: every cut position, 1-byte reads.
+    for input in &inputs {
+        for max_frame in [0, 2, 5, 16, 64] {
+            for config in configs(max_frame) {
+                check_every_split(&config, input);
+            }
+        }
+    }
+    // Random inputs: random chunkings, including empty reads.
+    for _ in 0..200 {
+        let len = rng.below(120) as usize;
+        inputs.push((0..len).map(|_| b"ab\r\n\xEF\xBB\xBF\0\xff{}\""[rng.below(12) as usize]).collect());
+        let input = inputs.last().unwrap();
+        for config in configs(rng.below(20) as usize) {
+            let chunks: Vec<usize> = (0..1 + rng.below(6)).map(|_| rng.below(9) as usize).collect();
+            check_against_reference(&config, input, &chunks);
+        }
+    }
+}
+
+#[test]
+fn no_panic_on_binary_input() {
+    let mut rng = Rng(12345);
+    for _ in 0..200 {
+        let len = rng.below(3000) as usize;
+        let input: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let config = Config {
+            max_frame: rng.below(300) as usize,
+            oversize: if rng.below(2) == 0 { OversizePolicy::Skip } else { OversizePolicy::Fail },
+            strip_cr: rng.below(2) == 0,
+            read_size: 1 + rng.below(100) as usize,
+            ..Config::default()
+        };
+        let chunks: Vec<usize> = (0..1 + rng.below(5)).map(|_| rng.below(700) as usize).collect();
+        check_against_reference(&config, &input, &chunks);
+    }
+}
+
+#[test]
+fn dropping_a_push_early_loses_no_bytes() {
+    let mut framer = Framer::new(Config::default());
+    {
+        let mut push = framer.push(b"one\ntwo\nthr");
+        assert_eq!(push.next_event(), Ok(Some(Event::Frame(&b"one"[..]))));
+    }
+    let mut push = framer.push(b"ee\n");
+    assert_eq!(push.next_event(), Ok(Some(Event::Frame(&b"two"[..]))));
+    assert_eq!(push.next_event(), Ok(Some(Event::Frame(&b"three"[..]))));
+    assert_eq!(push.next_event(), Ok(None));
+}
+
+#[test]
+fn frames_inside_a_pushed_chunk_are_slices_of_it_and_mut_frames_are_writable() {
+    let mut chunk = *b"{\"a\":1}\n{\"b\":2}\n";
+    let base = chunk.as_ptr() as usize;
+    let mut framer = Framer::new(Config::default());
+    let mut push = framer.push_mut(&mut chunk);
+    while let Some(Event::Frame(frame)) = push.next_event_mut().unwrap() {
+        let offset = frame.as_ptr() as usize - base;
+        assert!(offset == 0 || offset == 8, "frame not borrowed from the chunk");
+        frame[0] = b'[';
+    }
+    drop(push);
+    assert_eq!(&chunk, b"[\"a\":1}\n[\"b\":2}\n");
+}
