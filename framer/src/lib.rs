@@ -58,6 +58,12 @@
 extern crate alloc;
 
 mod buffer;
+#[cfg(feature = "json")]
+pub mod envelope;
+#[cfg(feature = "tokio")]
+pub mod host;
+#[cfg(feature = "server")]
+pub mod server;
 #[cfg(any(test, feature = "check"))]
 #[doc(hidden)]
 pub mod check;

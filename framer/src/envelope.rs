@@ -1,0 +1,1 @@
+//! The JSON-RPC envelope (placeholder, being written).

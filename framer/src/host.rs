@@ -1,0 +1,1 @@
+//! The tokio host transport (placeholder, being written).
