@@ -1,1 +1,3 @@
 //! Fixture programs and shared helpers for the benches and process tests.
+
+pub mod shapes;
