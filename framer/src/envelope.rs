@@ -1,1 +1,0 @@
-//! The JSON-RPC envelope (placeholder, being written).

@@ -1,0 +1,406 @@
+//! The JSON-RPC 2.0 envelope (feature `json`): classify a frame as a
+//! request, notification, response or error response **without
+//! materialising its payload**.
+//!
+//! [`parse`] reads only the fields that route a message — `jsonrpc`, `id`,
+//! `method` — and which of `result`/`error` is present. `params`, `result`
+//! and `error` stay [`&RawValue`](RawValue) slices of the frame: they are
+//! checked to be well-formed JSON, never built into a tree, never copied.
+//! Their content (object or array `params`, the error object's fields) is
+//! the caller's business.
+//!
+//! # Contract
+//!
+//! - The whole frame must be UTF-8 (checked first, over every byte:
+//!   [`EnvelopeErrorKind::InvalidUtf8`]) and exactly one JSON value
+//!   ([`Malformed`](EnvelopeErrorKind::Malformed)). Both are JSON-RPC -32700.
+//! - The value must be an object ([`NotAnObject`](EnvelopeErrorKind::NotAnObject):
+//!   batches are not supported, MCP removed them), with `"jsonrpc": "2.0"`
+//!   ([`BadVersion`](EnvelopeErrorKind::BadVersion)). Both are -32600.
+//! - Then ([`InvalidShape`](EnvelopeErrorKind::InvalidShape), -32600 — the
+//!   first rule that fails wins, in this order):
+//!   1. none of `jsonrpc`, `id`, `method`, `params`, `result`, `error` may
+//!      appear twice (other keys are ignored, duplicates included);
+//!   2. `id`, when present, is a string, an integer in the `i64` range, or
+//!      `null` (fractions, exponents like `1e3`, larger integers are not ids);
+//!   3. with a `method` (which must be a string): no `result`, no `error`; an
+//!      `id` makes it a [`Request`](Message::Request) (a `null` id is
+//!      refused), no `id` a [`Notification`](Message::Notification);
+//!   4. without `method`: exactly one of `result` (a
+//!      [`Response`](Message::Response), non-null `id` required) and `error`
+//!      (an [`ErrorResponse`](Message::ErrorResponse), `id` required, `null`
+//!      allowed).
+//!
+//!   `BadVersion` is checked before these rules, except rule 1.
+//! - Every -32600 error carries the frame's id when it had one valid `id`
+//!   ([`EnvelopeError::id`]), so a server can answer the request.
+//! - A present key keeps its value even when that value is `null`:
+//!   `"result": null` is a valid response, `"params": null` is handed over as
+//!   written.
+//!
+//! # Example
+//!
+//! ```
+//! use mcp_framer::envelope::{parse, Id, Kind, Message};
+//!
+//! let frame = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}"#;
+//! let message = parse(frame)?;
+//! assert_eq!(message.kind(), Kind::Request);
+//! assert_eq!(message.id(), Some(&Id::Number(7)));
+//! assert_eq!(message.method(), Some("tools/call"));
+//! let Message::Request { params: Some(params), .. } = message else { unreachable!() };
+//! assert_eq!(params.get(), r#"{"name":"echo"}"#); // a slice of `frame`, not a copy
+//!
+//! let response = parse(br#"{"jsonrpc":"2.0","id":"a","result":null}"#)?;
+//! assert_eq!((response.kind(), response.id()), (Kind::Response, Some(&Id::from("a"))));
+//! # Ok::<(), mcp_framer::envelope::EnvelopeError>(())
+//! ```
+//!
+//! With feature `simd`, `parse_in_place` does the same job with simd-json on
+//! a `&mut [u8]` frame and agrees with [`parse`] on every input (see its
+//! documentation for the two input classes where simd-json refuses more).
+
+use std::borrow::Cow;
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+mod error;
+mod id;
+#[cfg(feature = "simd")]
+mod simd;
+#[cfg(test)]
+mod tests;
+
+pub use error::{EnvelopeError, EnvelopeErrorKind, INVALID_REQUEST, PARSE_ERROR};
+pub use id::{Id, OwnedId};
+#[cfg(feature = "simd")]
+pub use simd::{InPlace, parse_in_place};
+/// The simd-json version [`InPlace`] exposes (feature `simd`).
+#[cfg(feature = "simd")]
+pub use simd_json;
+
+/// A classified JSON-RPC 2.0 message, borrowing from its frame.
+#[derive(Clone, Debug)]
+pub enum Message<'a> {
+    /// A call that expects an answer.
+    Request {
+        /// The id to answer to.
+        id: Id<'a>,
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The parameters, as written (any JSON value, `null` included).
+        params: Option<&'a RawValue>,
+    },
+    /// A call without an id: no answer expected.
+    Notification {
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The parameters, as written.
+        params: Option<&'a RawValue>,
+    },
+    /// A successful answer.
+    Response {
+        /// The id of the request answered.
+        id: Id<'a>,
+        /// The result, as written (may be `null`).
+        result: &'a RawValue,
+    },
+    /// A failed answer.
+    ErrorResponse {
+        /// The id of the request answered; `None` when the frame said `null`
+        /// (the peer could not read the request's id).
+        id: Option<Id<'a>>,
+        /// The error object, as written.
+        error: &'a RawValue,
+    },
+}
+
+/// The four kinds of JSON-RPC message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// [`Message::Request`].
+    Request,
+    /// [`Message::Notification`].
+    Notification,
+    /// [`Message::Response`].
+    Response,
+    /// [`Message::ErrorResponse`].
+    ErrorResponse,
+}
+
+impl<'a> Message<'a> {
+    /// The kind of message.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Message::Request { .. } => Kind::Request,
+            Message::Notification { .. } => Kind::Notification,
+            Message::Response { .. } => Kind::Response,
+            Message::ErrorResponse { .. } => Kind::ErrorResponse,
+        }
+    }
+
+    /// The id: always for requests and responses, never for notifications,
+    /// and for error responses unless it was `null`.
+    pub fn id(&self) -> Option<&Id<'a>> {
+        match self {
+            Message::Request { id, .. } | Message::Response { id, .. } => Some(id),
+            Message::ErrorResponse { id, .. } => id.as_ref(),
+            Message::Notification { .. } => None,
+        }
+    }
+
+    /// The method of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
+            Message::Response { .. } | Message::ErrorResponse { .. } => None,
+        }
+    }
+
+    /// The payload as written: `params` of a request or notification (if
+    /// present), `result` of a response, `error` of an error response.
+    pub fn payload(&self) -> Option<&'a RawValue> {
+        match self {
+            Message::Request { params, .. } | Message::Notification { params, .. } => *params,
+            Message::Response { result, .. } => Some(result),
+            Message::ErrorResponse { error, .. } => Some(error),
+        }
+    }
+}
+
+/// Classifies `frame` (one line, without its `\n`) as a JSON-RPC message,
+/// borrowing its routing fields and leaving its payload unparsed. See the
+/// [module documentation](self) for the rules and the error order.
+///
+/// ```
+/// use mcp_framer::envelope::{parse, EnvelopeErrorKind, Kind};
+///
+/// assert_eq!(parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?.kind(), Kind::Notification);
+/// assert_eq!(parse(b"[1]").unwrap_err().kind(), EnvelopeErrorKind::NotAnObject);
+/// assert_eq!(parse(b"\xff").unwrap_err().kind(), EnvelopeErrorKind::InvalidUtf8);
+/// # Ok::<(), mcp_framer::envelope::EnvelopeError>(())
+/// ```
+pub fn parse(frame: &[u8]) -> Result<Message<'_>, EnvelopeError> {
+    let text = std::str::from_utf8(frame).map_err(|e| {
+        EnvelopeError::new(EnvelopeErrorKind::InvalidUtf8, format!("invalid byte at offset {}", e.valid_up_to()))
+    })?;
+    if first_non_space(text.as_bytes()) != Some(b'{') {
+        return Err(non_object(text));
+    }
+    let fields: RawFields<'_> = match serde_json::from_str(text) {
+        Ok(fields) => fields,
+        Err(e) if e.is_data() => {
+            // Only a duplicate key gets here; the rest of the frame may still
+            // be broken, and broken JSON is reported as such.
+            if let Err(syntax) = serde_json::from_str::<IgnoredAny>(text) {
+                return Err(malformed(&syntax));
+            }
+            return Err(EnvelopeError::new(EnvelopeErrorKind::InvalidShape, e.to_string()));
+        }
+        Err(e) => return Err(malformed(&e)),
+    };
+    let routing = Fields {
+        version_ok: fields.jsonrpc.is_some_and(|v| version_is_2_0(v.get())),
+        id: id_field(fields.id),
+        method: method_field(fields.method),
+        has_result: fields.result.is_some(),
+        has_error: fields.error.is_some(),
+    };
+    let routed = route(routing)?;
+    Ok(match (routed.kind, fields.result, fields.error) {
+        (Kind::Request, ..) => Message::Request {
+            id: routed.id.expect("routed request has an id"),
+            method: routed.method.expect("routed request has a method"),
+            params: fields.params,
+        },
+        (Kind::Notification, ..) => Message::Notification {
+            method: routed.method.expect("routed notification has a method"),
+            params: fields.params,
+        },
+        (Kind::Response, Some(result), _) => {
+            Message::Response { id: routed.id.expect("routed response has an id"), result }
+        }
+        (Kind::ErrorResponse, _, Some(error)) => Message::ErrorResponse { id: routed.id, error },
+        _ => unreachable!("route() only returns kinds whose payload is present"),
+    })
+}
+
+/// The top-level object, with every known key kept raw. A key is `Some`
+/// when present, even with a `null` value.
+#[derive(Deserialize)]
+struct RawFields<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// `Some(raw)` for any present value, `null` included (serde's `Option`
+/// would turn `null` into `None`).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(deserializer).map(Some)
+}
+
+fn first_non_space(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().copied().find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+}
+
+/// The error for a frame that does not start with `{`: valid JSON of another
+/// type, or not JSON.
+fn non_object(text: &str) -> EnvelopeError {
+    match serde_json::from_str::<IgnoredAny>(text) {
+        Ok(_) => {
+            let what = match first_non_space(text.as_bytes()) {
+                Some(b'[') => "an array (batches are not supported)",
+                Some(b'"') => "a string",
+                Some(b'n') => "null",
+                Some(b't' | b'f') => "a boolean",
+                _ => "a number",
+            };
+            EnvelopeError::new(EnvelopeErrorKind::NotAnObject, format!("top-level value is {what}"))
+        }
+        Err(e) => malformed(&e),
+    }
+}
+
+fn malformed(e: &serde_json::Error) -> EnvelopeError {
+    EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string())
+}
+
+fn version_is_2_0(raw: &str) -> bool {
+    raw == "\"2.0\"" || (raw.starts_with('"') && raw.contains('\\') && decode_string(raw).as_deref() == Some("2.0"))
+}
+
+/// The content of a JSON string literal (`raw` starts and ends with `"` and
+/// was validated by serde_json), borrowed unless it has escapes. `None` if an
+/// escape encodes a lone surrogate.
+fn decode_string(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = &raw[1..raw.len() - 1];
+    if inner.contains('\\') {
+        serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+    } else {
+        Some(Cow::Borrowed(inner))
+    }
+}
+
+fn id_field(raw: Option<&RawValue>) -> IdField<'_> {
+    let Some(raw) = raw else { return IdField::Absent };
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => decode_string(text).map_or(IdField::Invalid, |s| IdField::Valid(Id::Str(s))),
+        Some(b'n') => IdField::Null,
+        Some(b'-' | b'0'..=b'9') if !text.contains(['.', 'e', 'E']) => {
+            text.parse().map_or(IdField::Invalid, |n| IdField::Valid(Id::Number(n)))
+        }
+        _ => IdField::Invalid,
+    }
+}
+
+fn method_field(raw: Option<&RawValue>) -> MethodField<'_> {
+    let Some(raw) = raw else { return MethodField::Absent };
+    let text = raw.get();
+    if text.starts_with('"') {
+        decode_string(text).map_or(MethodField::Invalid, MethodField::Str)
+    } else {
+        MethodField::Invalid
+    }
+}
+
+/// What a parser found in the `id` key.
+#[derive(Debug)]
+pub(crate) enum IdField<'a> {
+    Absent,
+    Null,
+    Valid(Id<'a>),
+    /// Present but not an id: a fraction, an out-of-range integer, a boolean,
+    /// an object, an array, a string with a lone surrogate escape.
+    Invalid,
+}
+
+/// What a parser found in the `method` key.
+#[derive(Debug)]
+pub(crate) enum MethodField<'a> {
+    Absent,
+    Str(Cow<'a, str>),
+    /// Present but not a string (or a string with a lone surrogate escape).
+    Invalid,
+}
+
+/// The routing facts of a top-level object without duplicate known keys, as
+/// either parser found them. [`route`] applies the rules to them, so both
+/// parsers classify alike.
+#[derive(Debug)]
+pub(crate) struct Fields<'a> {
+    pub(crate) version_ok: bool,
+    pub(crate) id: IdField<'a>,
+    pub(crate) method: MethodField<'a>,
+    pub(crate) has_result: bool,
+    pub(crate) has_error: bool,
+}
+
+/// A classified message without its payload.
+#[derive(Debug)]
+pub(crate) struct Routed<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) id: Option<Id<'a>>,
+    pub(crate) method: Option<Cow<'a, str>>,
+}
+
+/// Applies the JSON-RPC rules (module documentation, rules 2 to 4) to the
+/// routing facts.
+pub(crate) fn route(fields: Fields<'_>) -> Result<Routed<'_>, EnvelopeError> {
+    let error = |kind, detail: &'static str| {
+        let id = match &fields.id {
+            IdField::Valid(id) => Some(id.to_owned_id()),
+            _ => None,
+        };
+        Err(EnvelopeError::new(kind, detail).with_id(id))
+    };
+    let shape = |detail| error(EnvelopeErrorKind::InvalidShape, detail);
+    if !fields.version_ok {
+        return error(EnvelopeErrorKind::BadVersion, "\"jsonrpc\" must be the string \"2.0\"");
+    }
+    if matches!(fields.id, IdField::Invalid) {
+        return shape("\"id\" must be a string or an integer in the i64 range");
+    }
+    match (&fields.method, fields.has_result, fields.has_error) {
+        (MethodField::Invalid, ..) => shape("\"method\" must be a string"),
+        (MethodField::Str(_), true, _) | (MethodField::Str(_), _, true) => {
+            shape("a request or notification has no \"result\" or \"error\"")
+        }
+        (MethodField::Str(_), false, false) => {
+            let kind = match fields.id {
+                IdField::Absent => Kind::Notification,
+                IdField::Valid(_) => Kind::Request,
+                IdField::Null | IdField::Invalid => return shape("a request's \"id\" must not be null"),
+            };
+            let MethodField::Str(method) = fields.method else { unreachable!() };
+            let id = match fields.id {
+                IdField::Valid(id) => Some(id),
+                _ => None,
+            };
+            Ok(Routed { kind, id, method: Some(method) })
+        }
+        (MethodField::Absent, true, true) => shape("a response has \"result\" or \"error\", not both"),
+        (MethodField::Absent, false, false) => shape("no \"method\", \"result\" or \"error\""),
+        (MethodField::Absent, true, false) => match fields.id {
+            IdField::Valid(id) => Ok(Routed { kind: Kind::Response, id: Some(id), method: None }),
+            _ => shape("a response needs a string or integer \"id\""),
+        },
+        (MethodField::Absent, false, true) => match fields.id {
+            IdField::Valid(id) => Ok(Routed { kind: Kind::ErrorResponse, id: Some(id), method: None }),
+            IdField::Null => Ok(Routed { kind: Kind::ErrorResponse, id: None, method: None }),
+            _ => shape("an error response needs an \"id\" (null allowed)"),
+        },
+    }
+}

@@ -1,0 +1,173 @@
+//! The simd-json envelope path (feature `simd`): the same classification as
+//! [`parse`](super::parse), on a `&mut [u8]` frame that simd-json parses in
+//! place.
+
+use std::borrow::Cow;
+
+use simd_json::{ErrorType, Node, StaticNode, Tape};
+
+use super::{EnvelopeError, EnvelopeErrorKind, Fields, Id, IdField, Kind, MethodField, Routed, route};
+
+/// A message classified by [`parse_in_place`]: the routing fields, and the
+/// simd-json tape of the whole frame for in-place access to the payload.
+///
+/// Strings (method, string ids, strings in the payload) borrow from the
+/// frame, which simd-json has unescaped in place: after parsing, the frame's
+/// bytes are no longer the JSON text that arrived.
+#[derive(Debug)]
+pub struct InPlace<'a> {
+    tape: Tape<'a>,
+    routed: Routed<'a>,
+}
+
+impl<'a> InPlace<'a> {
+    /// The kind of message.
+    pub fn kind(&self) -> Kind {
+        self.routed.kind
+    }
+
+    /// The id, as [`Message::id`](super::Message::id) returns it.
+    pub fn id(&self) -> Option<&Id<'a>> {
+        self.routed.id.as_ref()
+    }
+
+    /// The method of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        self.routed.method.as_deref()
+    }
+
+    /// The payload, as [`Message::payload`](super::Message::payload) selects
+    /// it (`params` if present, `result`, or `error`), as a view on the tape:
+    /// nothing is copied or allocated.
+    pub fn payload(&self) -> Option<simd_json::tape::Value<'_, 'a>> {
+        let key = match self.routed.kind {
+            Kind::Request | Kind::Notification => "params",
+            Kind::Response => "result",
+            Kind::ErrorResponse => "error",
+        };
+        self.tape.as_value().get(key)
+    }
+
+    /// The tape of the whole frame.
+    pub fn tape(&self) -> &Tape<'a> {
+        &self.tape
+    }
+}
+
+/// Classifies `frame` like [`parse`](super::parse), parsing it in place with
+/// simd-json (which unescapes strings inside `frame`).
+///
+/// It agrees with [`parse`](super::parse) on the kind, id, method, error
+/// kind and recovered id of every frame, except on two classes of input that
+/// simd-json refuses as [`Malformed`](EnvelopeErrorKind::Malformed) while
+/// serde_json's raw (unmaterialised) payload accepts them:
+///
+/// - a number literal simd-json cannot represent: an integer outside
+///   `i64::MIN..=u64::MAX` or a float that overflows `f64`
+///   (`99999999999999999999`, `1e400`), anywhere in the frame;
+/// - a `\u` escape for a lone surrogate (`"\ud800"`), anywhere in the frame.
+///
+/// [`check_envelope_agrees`](crate::check::check_envelope_agrees) checks
+/// everything else, and these two classes by the kinds each path returns.
+///
+/// ```
+/// use mcp_framer::envelope::{parse_in_place, Id, Kind};
+/// use mcp_framer::envelope::simd_json::prelude::*;
+///
+/// let mut frame = br#"{"jsonrpc":"2.0","id":"a\u0062","method":"tools/call","params":{"n":1}}"#.to_vec();
+/// let message = parse_in_place(&mut frame)?;
+/// assert_eq!(message.kind(), Kind::Request);
+/// assert_eq!(message.id(), Some(&Id::from("ab")));
+/// assert_eq!(message.method(), Some("tools/call"));
+/// let params = message.payload().expect("params");
+/// assert_eq!(params.get("n").and_then(|n| n.as_u64()), Some(1));
+/// # Ok::<(), mcp_framer::envelope::EnvelopeError>(())
+/// ```
+pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, EnvelopeError> {
+    if let Err(e) = std::str::from_utf8(frame) {
+        return Err(EnvelopeError::new(
+            EnvelopeErrorKind::InvalidUtf8,
+            format!("invalid byte at offset {}", e.valid_up_to()),
+        ));
+    }
+    let tape = simd_json::to_tape(frame).map_err(|e| match e.error() {
+        ErrorType::InvalidUtf8 => EnvelopeError::new(EnvelopeErrorKind::InvalidUtf8, e.to_string()),
+        _ => EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string()),
+    })?;
+    let routed = route(fields(&tape.0)?)?;
+    Ok(InPlace { tape, routed })
+}
+
+/// Reads the routing facts from the top-level object on the tape.
+fn fields<'a>(nodes: &[Node<'a>]) -> Result<Fields<'a>, EnvelopeError> {
+    let len = match nodes.first() {
+        Some(&Node::Object { len, .. }) => len,
+        Some(other) => {
+            let what = match other {
+                Node::Array { .. } => "an array (batches are not supported)",
+                Node::String(_) => "a string",
+                Node::Static(StaticNode::Null) => "null",
+                Node::Static(StaticNode::Bool(_)) => "a boolean",
+                _ => "a number",
+            };
+            return Err(EnvelopeError::new(EnvelopeErrorKind::NotAnObject, format!("top-level value is {what}")));
+        }
+        None => return Err(EnvelopeError::new(EnvelopeErrorKind::Malformed, "empty tape")),
+    };
+    let mut fields = Fields {
+        version_ok: false,
+        id: IdField::Absent,
+        method: MethodField::Absent,
+        has_result: false,
+        has_error: false,
+    };
+    let mut seen = [false; KEYS.len()];
+    let mut at = 1;
+    for _ in 0..len {
+        let (Some(Node::String(key)), Some(value)) = (nodes.get(at), nodes.get(at + 1)) else {
+            return Err(EnvelopeError::new(EnvelopeErrorKind::Malformed, "unexpected tape layout"));
+        };
+        at += 1 + span(value);
+        let Some(slot) = KEYS.iter().position(|k| k == key) else { continue };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(EnvelopeError::new(EnvelopeErrorKind::InvalidShape, format!("duplicate field `{key}`")));
+        }
+        match slot {
+            0 => fields.version_ok = matches!(value, Node::String("2.0")),
+            1 => fields.id = id_field(value),
+            2 => {
+                fields.method = match value {
+                    Node::String(method) => MethodField::Str(Cow::Borrowed(method)),
+                    _ => MethodField::Invalid,
+                }
+            }
+            3 => {}
+            4 => fields.has_result = true,
+            _ => fields.has_error = true,
+        }
+    }
+    Ok(fields)
+}
+
+/// The keys that route a message, in the order `fields` matches on.
+const KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+/// How many tape nodes a value occupies, its own node included.
+fn span(node: &Node<'_>) -> usize {
+    match node {
+        Node::Object { count, .. } | Node::Array { count, .. } => count + 1,
+        _ => 1,
+    }
+}
+
+fn id_field<'a>(node: &Node<'a>) -> IdField<'a> {
+    match *node {
+        Node::String(s) => IdField::Valid(Id::Str(Cow::Borrowed(s))),
+        Node::Static(StaticNode::Null) => IdField::Null,
+        Node::Static(StaticNode::I64(n)) => IdField::Valid(Id::Number(n)),
+        Node::Static(StaticNode::U64(n)) => {
+            i64::try_from(n).map_or(IdField::Invalid, |n| IdField::Valid(Id::Number(n)))
+        }
+        _ => IdField::Invalid,
+    }
+}
