@@ -1,1 +1,0 @@
-//! The tokio host transport (placeholder, being written).

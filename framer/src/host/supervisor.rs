@@ -1,0 +1,182 @@
+//! The supervisor: one task owns the child process. It signals it, reaps it,
+//! and decides when and why the session ends, then fails every pending
+//! request with that reason, the exit status and the stderr tail.
+
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal as RawSignal, kill_process, kill_process_group};
+use tokio::process::Child;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::StderrTail;
+use super::metrics::Metrics;
+use super::pending::Pending;
+use super::reader::{ReaderEnd, ReaderReport};
+use super::session::{CloseReason, Closed};
+
+/// A signal for the child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// SIGTERM: please exit.
+    Term,
+    /// SIGKILL.
+    Kill,
+}
+
+/// The first reason given for ending the session; later ones are ignored.
+#[derive(Debug, Default)]
+pub(crate) struct Reason(Mutex<Option<CloseReason>>);
+
+impl Reason {
+    /// Records `reason` unless one was recorded already.
+    pub(crate) fn set(&self, reason: CloseReason) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(reason);
+    }
+
+    fn get(&self) -> Option<CloseReason> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// Everything the supervisor owns or reports to.
+#[derive(Debug)]
+pub(crate) struct Supervisor {
+    pub(crate) child: Child,
+    /// Signal the child's whole process group (it was spawned as its leader).
+    pub(crate) process_group: bool,
+    /// Signals from the session; closed when the session is dropped.
+    pub(crate) signals: mpsc::Receiver<Signal>,
+    pub(crate) reader: JoinHandle<ReaderReport>,
+    pub(crate) stderr: JoinHandle<()>,
+    pub(crate) pending: Arc<Pending>,
+    pub(crate) tail: Arc<StderrTail>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) reason: Arc<Reason>,
+    pub(crate) exit: watch::Sender<Option<ExitStatus>>,
+    pub(crate) closed: watch::Sender<Option<Arc<Closed>>>,
+    /// How long to wait, once the child exited or stdout closed, for the
+    /// other (and for stderr's end) before the session is declared over.
+    pub(crate) grace: Duration,
+    /// The session was dropped (its signal channel closed).
+    pub(crate) session_gone: bool,
+}
+
+impl Supervisor {
+    /// Runs until the child is reaped and the session is closed.
+    pub(crate) async fn run(mut self) {
+        let mut status: Option<ExitStatus> = None;
+        let mut reader_done = false;
+        let mut deadline: Option<Instant> = None;
+        while status.is_none() || !reader_done {
+            let grace = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                signal = self.signals.recv(), if !self.session_gone => self.on_signal(signal),
+                waited = self.child.wait(), if status.is_none() => {
+                    status = Some(self.reaped(waited));
+                    deadline.get_or_insert_with(|| Instant::now() + self.grace);
+                }
+                report = &mut self.reader, if !reader_done => {
+                    reader_done = true;
+                    if let Some(reason) = fatal(report) {
+                        self.reason.set(reason);
+                        self.signal(Signal::Kill);
+                    }
+                    deadline.get_or_insert_with(|| Instant::now() + self.grace);
+                }
+                () = grace => break,
+            }
+        }
+        if status.is_some() {
+            // Let stderr's last lines reach the tail before quoting it.
+            let _ = tokio::time::timeout(self.grace, &mut self.stderr).await;
+        }
+        let reason =
+            self.reason.get().unwrap_or(if status.is_some() { CloseReason::Exited } else { CloseReason::StdoutClosed });
+        let closed = Arc::new(Closed::new(reason, status, self.tail.text()));
+        match closed.reason() {
+            CloseReason::Exited if status.is_some_and(|s| s.success()) => tracing::info!("{closed}"),
+            CloseReason::Shutdown => tracing::debug!("{closed}"),
+            _ => tracing::warn!("{closed}"),
+        }
+        self.pending.close(Arc::clone(&closed));
+        self.closed.send_replace(Some(closed));
+        // Stdout closed but the child lives on: keep serving signals until
+        // it exits, so it is always reaped.
+        while status.is_none() {
+            tokio::select! {
+                signal = self.signals.recv(), if !self.session_gone => self.on_signal(signal),
+                waited = self.child.wait() => status = Some(self.reaped(waited)),
+            }
+        }
+        if self.session_gone {
+            self.reader.abort();
+            self.stderr.abort();
+        }
+    }
+
+    /// Handles what came on the signal channel: `None` means the session was
+    /// dropped, so the child is killed.
+    fn on_signal(&mut self, signal: Option<Signal>) {
+        let signal = signal.unwrap_or_else(|| {
+            self.session_gone = true;
+            Signal::Kill
+        });
+        self.signal(signal);
+    }
+
+    /// Records the exit status of the reaped child.
+    fn reaped(&mut self, waited: std::io::Result<ExitStatus>) -> ExitStatus {
+        let status = waited.unwrap_or_else(|e| {
+            // `wait` fails only if the child was already reaped elsewhere.
+            tracing::error!("waiting for the server process failed: {e}");
+            std::os::unix::process::ExitStatusExt::from_raw(-1)
+        });
+        self.metrics.record_exit(status);
+        self.exit.send_replace(Some(status));
+        status
+    }
+
+    /// Sends `signal` to the child (its process group when it leads one),
+    /// unless it has been reaped already: a reaped pid may belong to another
+    /// process by now.
+    fn signal(&mut self, signal: Signal) {
+        let Some(pid) = self.child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw) else {
+            return;
+        };
+        if pid == Pid::INIT {
+            return;
+        }
+        let raw = match signal {
+            Signal::Term => RawSignal::TERM,
+            Signal::Kill => RawSignal::KILL,
+        };
+        let sent = if self.process_group { kill_process_group(pid, raw) } else { kill_process(pid, raw) };
+        match sent {
+            Ok(()) => tracing::debug!("sent {signal:?} to the server (pid {pid:?})"),
+            Err(e) => tracing::warn!("sending {signal:?} to the server (pid {pid:?}) failed: {e}"),
+        }
+    }
+}
+
+/// The reason to end the session, if the reader stopped for one.
+fn fatal(report: Result<ReaderReport, tokio::task::JoinError>) -> Option<CloseReason> {
+    match report {
+        Ok(ReaderReport { end: ReaderEnd::Eof, .. }) => None,
+        Ok(ReaderReport { end: ReaderEnd::Oversize(e), .. }) => Some(CloseReason::Oversize(e)),
+        Ok(ReaderReport { end: ReaderEnd::Overloaded, .. }) => Some(CloseReason::Overloaded),
+        Ok(ReaderReport { end: ReaderEnd::ReadFailed(e), .. }) => Some(CloseReason::ReadFailed(Arc::new(e))),
+        Err(e) if e.is_cancelled() => None,
+        Err(e) => {
+            Some(CloseReason::ReadFailed(Arc::new(std::io::Error::other(format!("the reader task failed: {e}")))))
+        }
+    }
+}
