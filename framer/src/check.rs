@@ -10,6 +10,11 @@ use alloc::vec::Vec;
 
 use crate::{Bom, Config, EmptyLines, Event, FrameError, Framer, OversizePolicy, Stats};
 
+#[cfg(feature = "check")]
+mod targets;
+#[cfg(feature = "check")]
+pub use targets::*;
+
 /// An event with an owned frame.
 pub type OwnedEvent = Event<Vec<u8>>;
 
@@ -127,6 +132,14 @@ pub fn run(config: &Config, input: &[u8], chunks: &[usize], mode: Mode) -> Outco
             }
         };
         note_error(&mut error, result, mode);
+        // Between chunks, once drained, the framer holds at most one
+        // candidate frame that may still be within the limit.
+        assert!(
+            framer.buffered() <= config.max_held(),
+            "{mode:?}: {} bytes held after draining a chunk; the limit allows {}",
+            framer.buffered(),
+            config.max_held()
+        );
     }
     framer.finish();
     let result = drain_buffered(&mut framer, mode, &mut events);

@@ -1,0 +1,12 @@
+//! A reader returning 0..N bytes per read (N chosen by the fuzzer), plus
+//! `WouldBlock` and `Interrupted`, fed through `Framer::read_from`. See
+//! `mcp_framer::check::check_adversarial_reader`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mcp_framer::check::{ReaderCase, check_adversarial_reader, decode_setup_and_payload};
+
+fuzz_target!(|data: &[u8]| {
+    let (setup, stream) = decode_setup_and_payload(data);
+    check_adversarial_reader(&ReaderCase { setup, stream });
+});
