@@ -314,3 +314,9 @@ pub fn escape(bytes: &[u8]) -> alloc::string::String {
     }
     s
 }
+
+// The envelope parsers' differential check (features `check` + `simd`).
+#[cfg(feature = "simd")]
+mod envelope;
+#[cfg(feature = "simd")]
+pub use envelope::{check_envelope_agrees, has_lone_surrogate_escape, has_unrepresentable_number};

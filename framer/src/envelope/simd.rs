@@ -59,16 +59,30 @@ impl<'a> InPlace<'a> {
 ///
 /// It agrees with [`parse`](super::parse) on the kind, id, method, error
 /// kind and recovered id of every frame, except on two classes of input that
-/// simd-json refuses as [`Malformed`](EnvelopeErrorKind::Malformed) while
-/// serde_json's raw (unmaterialised) payload accepts them:
+/// it refuses as [`Malformed`](EnvelopeErrorKind::Malformed) while
+/// serde_json's raw (unmaterialised) payload accepts them, because the
+/// serde_json path checks only the grammar of numbers and escapes where
+/// simd-json converts them:
 ///
-/// - a number literal simd-json cannot represent: an integer outside
-///   `i64::MIN..=u64::MAX` or a float that overflows `f64`
-///   (`99999999999999999999`, `1e400`), anywhere in the frame;
-/// - a `\u` escape for a lone surrogate (`"\ud800"`), anywhere in the frame.
+/// - a number literal simd-json cannot represent, anywhere in the frame: an
+///   integer outside `i64::MIN..=u64::MAX` (`18446744073709551616`) or a
+///   value that overflows `f64` (`1e400`);
+/// - a `\u` escape of a lone surrogate (`"\ud800"`), anywhere in the frame.
+///   simd-json 0.17 refuses some and silently decodes others as U+0000, so
+///   this function refuses them all before simd-json runs.
 ///
-/// [`check_envelope_agrees`](crate::check::check_envelope_agrees) checks
-/// everything else, and these two classes by the kinds each path returns.
+/// It also refuses frames holding a NUL byte before simd-json runs:
+/// simd-json 0.17 accepts `[true\0garbage]` as `[true]`. (serde_json
+/// refuses them too, so both paths agree.)
+///
+/// `mcp_framer::check::check_envelope_agrees` (feature `check`) checks the
+/// agreement, and the two classes by the outcomes each
+/// path returns.
+///
+/// The whole frame is checked as UTF-8 first (as [`parse`](super::parse)
+/// does), so [`InvalidUtf8`](EnvelopeErrorKind::InvalidUtf8) wins over
+/// syntax errors in both paths. After an error the frame's content is
+/// unspecified (simd-json may have unescaped strings in it).
 ///
 /// ```
 /// use mcp_framer::envelope::{parse_in_place, Id, Kind};
@@ -88,6 +102,20 @@ pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, EnvelopeError> {
         return Err(EnvelopeError::new(
             EnvelopeErrorKind::InvalidUtf8,
             format!("invalid byte at offset {}", e.valid_up_to()),
+        ));
+    }
+    // simd-json accepts a NUL byte after `true`, `false` or `null` and skips
+    // what follows it (`[true\0garbage]` parses as `[true]`); JSON never
+    // contains a raw NUL, so such frames are refused here.
+    if let Some(at) = memchr::memchr(0, frame) {
+        return Err(EnvelopeError::new(EnvelopeErrorKind::Malformed, format!("NUL byte at offset {at}")));
+    }
+    // simd-json refuses some lone surrogate escapes and decodes others as
+    // U+0000 (`"\ud800"`); refuse them all.
+    if let Some(at) = lone_surrogate_escape(frame) {
+        return Err(EnvelopeError::new(
+            EnvelopeErrorKind::Malformed,
+            format!("lone surrogate escape at offset {at} (not decodable)"),
         ));
     }
     let tape = simd_json::to_tape(frame).map_err(|e| match e.error() {
@@ -170,4 +198,37 @@ fn id_field<'a>(node: &Node<'a>) -> IdField<'a> {
         }
         _ => IdField::Invalid,
     }
+}
+
+/// The offset of the first `\uXXXX` escape that encodes a surrogate not
+/// part of a high-low pair, if any. Scans the whole frame without tracking
+/// strings: a backslash outside a string makes the frame malformed anyway.
+pub(crate) fn lone_surrogate_escape(frame: &[u8]) -> Option<usize> {
+    let unit = |at: usize| -> Option<u16> {
+        let hex = frame.get(at + 2..at + 6)?;
+        let hex = std::str::from_utf8(hex).ok()?;
+        u16::from_str_radix(hex, 16).ok()
+    };
+    let mut from = 0;
+    while let Some(found) = memchr::memmem::find(&frame[from..], b"\\u") {
+        let at = from + found;
+        from = at + 2;
+        // An odd number of backslashes before this one escapes it.
+        let before = frame[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        if before % 2 == 1 {
+            continue;
+        }
+        match unit(at) {
+            Some(0xD800..=0xDBFF) => {
+                let low = frame.get(at + 6..at + 8) == Some(b"\\u") && matches!(unit(at + 6), Some(0xDC00..=0xDFFF));
+                if !low {
+                    return Some(at);
+                }
+                from = at + 12;
+            }
+            Some(0xDC00..=0xDFFF) => return Some(at),
+            _ => {}
+        }
+    }
+    None
 }

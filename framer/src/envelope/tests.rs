@@ -276,3 +276,65 @@ fn ids_display_serialize_and_own() {
     assert!(serde_json::from_str::<Id<'_>>("9223372036854775808").is_err());
     assert_eq!(serde_json::from_str::<Id<'_>>(r#""a\nb""#).unwrap(), Id::from("a\nb"));
 }
+
+#[cfg(feature = "simd")]
+mod simd {
+    use super::*;
+    use simd_json::prelude::ValueIntoString;
+
+    fn in_place(frame: &[u8]) -> Result<Kind, EnvelopeErrorKind> {
+        parse_in_place(&mut frame.to_vec()).map(|m| m.kind()).map_err(|e| e.kind())
+    }
+
+    #[test]
+    fn simd_refuses_numbers_it_cannot_represent() {
+        for number in ["18446744073709551616", "-9223372036854775809", "1e400", "123456789012345678901234567890"] {
+            let frame = format!(r#"{{"jsonrpc":"2.0","id":1,"result":[{number}]}}"#);
+            assert_eq!(parse(frame.as_bytes()).unwrap().kind(), Kind::Response, "{number}");
+            assert_eq!(in_place(frame.as_bytes()), Err(Malformed), "{number}");
+        }
+        // Within range both accept, including the u64 range beyond i64.
+        let frame = br#"{"jsonrpc":"2.0","id":1,"result":[18446744073709551615,-9223372036854775808,1e308,1e-400]}"#;
+        assert_eq!(in_place(frame), Ok(Kind::Response));
+    }
+
+    #[test]
+    fn simd_refuses_lone_surrogates_serde_keeps_them_raw() {
+        for text in [r#""\ud800""#, r#""\ud800x""#, r#""\udc00""#, r#""\ud800\u0041""#, r#""a\\\ud800""#] {
+            let frame = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{text}}}"#);
+            assert_eq!(parse(frame.as_bytes()).unwrap().kind(), Kind::Response, "{text}");
+            assert_eq!(in_place(frame.as_bytes()), Err(Malformed), "{text}");
+        }
+        // Pairs and escaped backslashes are not lone surrogates.
+        for text in [r#""\ud83e\udd80""#, r#""\\ud800""#, r#""\\\\ud800""#] {
+            let frame = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{text}}}"#);
+            assert_eq!(in_place(frame.as_bytes()), Ok(Kind::Response), "{text}");
+        }
+        // In a routing field: not an id for serde_json, not JSON for simd-json.
+        let frame = br#"{"jsonrpc":"2.0","id":"\ud800","method":"m"}"#;
+        assert_eq!(parse(frame).unwrap_err().kind(), InvalidShape);
+        assert_eq!(in_place(frame), Err(Malformed));
+    }
+
+    #[test]
+    fn simd_refuses_nul_bytes_like_serde() {
+        for frame in [&b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":[true\0garbage]}"[..], b"\0", b"{\"a\":\"\0\"}"] {
+            assert_eq!(in_place(frame), Err(Malformed), "{frame:?}");
+            assert_eq!(parse(frame).unwrap_err().kind(), Malformed, "{frame:?}");
+        }
+    }
+
+    #[test]
+    fn simd_strings_borrow_from_the_unescaped_frame() {
+        let mut frame = br#"{"jsonrpc":"2.0","id":"i\u0064","method":"tools\/call","params":{"t":"\"q\""}}"#.to_vec();
+        let range = frame.as_ptr_range();
+        let message = parse_in_place(&mut frame).unwrap();
+        let Some(Id::Str(Cow::Borrowed(id))) = message.id() else { panic!("{message:?}") };
+        assert_eq!(*id, "id");
+        assert!(range.contains(&id.as_ptr()));
+        assert!(range.contains(&message.method().unwrap().as_ptr()));
+        let text = message.payload().and_then(|p| p.get("t")).and_then(|t| t.into_string()).unwrap();
+        assert_eq!(text, "\"q\"");
+        assert!(range.contains(&text.as_ptr()), "payload strings live in the frame");
+    }
+}
