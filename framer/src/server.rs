@@ -1,1 +1,0 @@
-//! The server side (placeholder, being written).
