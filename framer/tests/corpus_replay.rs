@@ -110,3 +110,9 @@ fn conformance_vectors_pass() {
         .collect();
     assert!(failed.is_empty(), "{} of {} vectors failed: {failed:#?}", failed.len(), paths.len());
 }
+
+#[cfg(feature = "simd")]
+#[test]
+fn envelope_seeds_and_regressions_pass() {
+    replay("envelope", mcp_framer::check::check_envelope_agrees);
+}
