@@ -1,0 +1,216 @@
+//! Cancellation through the real library (`lib_server` fixture, real pipes):
+//! one test per state a request can be in when `notifications/cancelled`
+//! arrives — queued, running a remote operation, running a subprocess, writing
+//! its response — plus late and unknown cancellations. Each is followed by a
+//! small second request that must be answered within 1 s.
+
+mod server_support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use server_support::{Fixture, SECOND_REQUEST, eventually, live_group_members, pid_exists};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// No frame of `finished` answers any of `ids`.
+fn assert_no_response(frames: &[server_support::Frame], ids: &[i64]) {
+    for frame in frames {
+        for id in ids {
+            assert_ne!(frame.id(), Some(&json!(id)), "cancelled request {id} got a response: {:?}", frame.value);
+        }
+    }
+}
+
+/// Queued behind the concurrency bound: the request never starts and gets no
+/// response; the loop still answers; the slot it waited for is freed.
+#[test]
+fn cancel_while_queued_never_starts_and_sends_nothing() {
+    let mut server = Fixture::start(&["--max-concurrent", "1"]);
+    server.call(1, "slow", json!({"ms": 30_000}));
+    server.wait_stderr(&["tool started", "id=1"], WAIT);
+    server.call(2, "slow", json!({"ms": 30_000}));
+    server.cancel(json!(2));
+    server.wait_stderr(&["cancellation", "id=2", "state=\"queued\""], WAIT);
+
+    let sent = Instant::now();
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert_eq!(server.response(3, SECOND_REQUEST)["result"], json!({}));
+    assert!(sent.elapsed() < SECOND_REQUEST);
+
+    // Free the only slot; a tool call now runs at once.
+    server.cancel(json!(1));
+    server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
+    let sent = Instant::now();
+    server.call(4, "echo", json!({"text": "after"}));
+    assert_eq!(server.response(4, SECOND_REQUEST)["result"]["content"][0]["text"], "after");
+    assert!(sent.elapsed() < SECOND_REQUEST);
+
+    let done = server.finish();
+    assert!(done.status.success());
+    assert_no_response(&done.frames, &[1, 2]);
+    assert!(!done.stderr.contains("id=2 tool=\"slow\""), "request 2 started:\n{}", done.stderr);
+    assert!(!done.stderr.contains("request started id=2"), "request 2 started:\n{}", done.stderr);
+    assert_eq!(done.report["cancels"]["queued"], 1);
+    assert_eq!(done.report["cancels"]["running"], 1);
+    assert_eq!(done.report["cancelled_at_shutdown"], 0);
+}
+
+/// During a remote operation: a local TCP server streams one byte every
+/// 5 ms; the cancellation aborts the read and the server's connection is
+/// closed.
+#[test]
+fn cancel_during_remote_read_closes_the_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    listener.set_nonblocking(true).unwrap();
+    let (closed_tx, closed_rx) = mpsc::channel();
+    // Bounded: gives up after 10 s in all, and stops at the first failed write.
+    let streamer = thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut conn = loop {
+            match listener.accept() {
+                Ok((conn, _)) => break conn,
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("no connection: {e}"),
+            }
+        };
+        conn.set_nonblocking(false).unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        let mut sent = 0u64;
+        while Instant::now() < deadline {
+            // A read of 0 bytes is the peer's FIN; a failed write its RST.
+            let eof = matches!(conn.read(&mut [0u8; 16]), Ok(0));
+            if eof || conn.write_all(b"x").is_err() {
+                let _ = closed_tx.send((Instant::now(), sent));
+                return;
+            }
+            sent += 1;
+            thread::sleep(Duration::from_millis(5));
+        }
+    });
+
+    let mut server = Fixture::start(&[]);
+    server.call(1, "slow_read", json!({"addr": addr}));
+    server.wait_stderr(&["connected", "id=1"], WAIT);
+    thread::sleep(Duration::from_millis(100)); // let some bytes flow
+    let cancelled = Instant::now();
+    server.cancel(json!(1));
+    server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
+
+    server.call(2, "echo", json!({"text": "next"}));
+    assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "next");
+    assert!(cancelled.elapsed() < SECOND_REQUEST + Duration::from_millis(100));
+
+    let (closed_at, sent) = closed_rx.recv_timeout(Duration::from_secs(3)).expect("the connection was closed");
+    assert!(sent > 0, "bytes were streaming before the cancellation");
+    assert!(closed_at.duration_since(cancelled) < Duration::from_secs(2));
+    streamer.join().unwrap();
+
+    let done = server.finish();
+    assert_no_response(&done.frames, &[1]);
+    assert_eq!(done.report["cancels"]["running"], 1);
+}
+
+/// During a subprocess: `sh` with two `sleep`s in its process group; after the
+/// cancellation the child is reaped and no process of its group is alive.
+#[test]
+fn cancel_during_subprocess_kills_the_process_group() {
+    let mut server = Fixture::start(&[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "subprocess", "arguments": {"script": "sleep 30 & sleep 30; wait"},
+        "_meta": {"progressToken": "p1"}}}));
+    let progress = server.notification("notifications/progress", WAIT);
+    assert_eq!(progress["params"]["progressToken"], "p1");
+    let message = progress["params"]["message"].as_str().unwrap();
+    let pid: u32 = message.strip_prefix("pid ").unwrap().parse().unwrap();
+    assert!(eventually(WAIT, || live_group_members(pid).len() == 3), "sh and two sleeps run in group {pid}");
+
+    server.cancel(json!(1));
+    server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
+    server.call(2, "echo", json!({"text": "next"}));
+    assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "next");
+
+    assert!(eventually(Duration::from_secs(2), || !pid_exists(pid)), "child {pid} killed and reaped");
+    assert!(
+        eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()),
+        "group {pid} still has live members: {:?}",
+        live_group_members(pid)
+    );
+    let done = server.finish();
+    assert_no_response(&done.frames, &[1]);
+    assert_eq!(done.report["cancels"]["running"], 1);
+}
+
+/// After the final response started: stdout is not drained, so the writer
+/// is blocked inside an 8 MiB frame; the cancellation is read anyway (stdin
+/// is never blocked by stdout), changes nothing, and once the host drains
+/// again the frame completes whole and the next request is answered.
+#[test]
+fn cancel_after_response_started_completes_the_frame() {
+    const BYTES: usize = 8 << 20;
+    let mut server = Fixture::start_paused(&[]);
+    server.call(1, "big", json!({"bytes": BYTES}));
+    let first = server.first_stdout_read(WAIT);
+    assert!(first > 0 && first < BYTES, "the frame is partly out: {first} bytes read");
+    server.cancel(json!(1));
+    server.wait_stderr(&["cancellation", "id=1", "state=\"writing\""], WAIT);
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    thread::sleep(Duration::from_millis(50));
+
+    let resumed = Instant::now();
+    server.resume_stdout();
+    // The host side ignores the late response: it only checks that the frame
+    // is whole (valid JSON of the full size) and carries on.
+    let late = server.next_frame(WAIT);
+    assert_eq!(late.id(), Some(&json!(1)));
+    assert_eq!(late.json()["result"]["content"][0]["text"].as_str().map(str::len), Some(BYTES));
+    assert_eq!(server.response(2, SECOND_REQUEST)["result"], json!({}));
+    assert!(resumed.elapsed() < SECOND_REQUEST);
+
+    let done = server.finish();
+    assert!(done.frames.iter().all(|f| f.value.is_ok()), "only whole frames");
+    assert_eq!(done.report["cancels"]["writing"], 1);
+    assert_eq!(done.report["frames_out"], 2);
+}
+
+/// A cancel for a completed request, for an id never seen, for a string id
+/// that only looks like a number id, for `initialize`, and malformed ones:
+/// all ignored, and the session carries on.
+#[test]
+fn late_unknown_and_malformed_cancels_are_harmless() {
+    let mut server = Fixture::start(&[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}));
+    assert_eq!(server.response(0, WAIT)["result"]["protocolVersion"], "2025-11-25");
+    server.call(1, "echo", json!({"text": "done"}));
+    assert_eq!(server.response(1, WAIT)["result"]["content"][0]["text"], "done");
+
+    server.cancel(json!(1)); // late
+    server.cancel(json!(999)); // unknown
+    server.cancel(json!("1")); // a string id is another id
+    server.cancel(json!(0)); // initialize cannot be cancelled
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled"}));
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"x": 1}}}));
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": "no id"}}));
+    server.wait_stderr(&["initialize cannot be cancelled", "id=0"], WAIT);
+    server.wait_stderr(&["cancellation", "id=999", "done-or-unknown"], WAIT);
+
+    let sent = Instant::now();
+    server.call(2, "echo", json!({"text": "still here"}));
+    assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "still here");
+    assert!(sent.elapsed() < SECOND_REQUEST);
+
+    let done = server.finish();
+    let ids: Vec<_> = done.frames.iter().map(|f| f.id().cloned()).collect();
+    assert_eq!(ids, [Some(json!(0)), Some(json!(1)), Some(json!(2))], "one response per request, nothing else");
+    assert_eq!(done.report["cancels"]["ignored"], 4);
+    assert_eq!(done.report["cancels"]["malformed"], 3);
+    assert_eq!(done.report["malformed"], 0, "a malformed cancel is ignored, not answered");
+}

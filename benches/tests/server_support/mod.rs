@@ -1,0 +1,349 @@
+//! Drives the `lib_server` fixture over real pipes for the `server_*` process
+//! tests: a stdout reader thread framing with `mcp_framer::Framer`, a stderr
+//! collector, and a watchdog that kills the child and fails loudly.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use mcp_framer::{Config, Event, Framer};
+use serde_json::{Value, json};
+
+/// The watchdog's limit for one fixture run.
+pub const WATCHDOG: Duration = Duration::from_secs(20);
+/// How long a small request may take to be answered after a cancellation.
+pub const SECOND_REQUEST: Duration = Duration::from_secs(1);
+
+/// One line the fixture wrote on stdout.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// The line parsed as JSON, or why it is not a JSON object.
+    pub value: Result<Value, String>,
+    /// Its length in bytes, without `\n`.
+    pub len: usize,
+    /// When it was read.
+    pub at: Instant,
+}
+
+impl Frame {
+    /// The JSON object; panics if the line was not one.
+    pub fn json(&self) -> &Value {
+        self.value.as_ref().unwrap_or_else(|err| panic!("stdout line is not a JSON object: {err}"))
+    }
+
+    /// The `id` of a response, if it is one.
+    pub fn id(&self) -> Option<&Value> {
+        self.value.as_ref().ok().and_then(|v| v.get("id")).filter(|_| self.method().is_none())
+    }
+
+    /// The `method` of a notification, if it is one.
+    pub fn method(&self) -> Option<&str> {
+        self.value.as_ref().ok().and_then(|v| v.get("method")).and_then(Value::as_str)
+    }
+}
+
+/// What the run left behind after stdin was closed.
+#[derive(Debug)]
+pub struct Finished {
+    /// Every stdout line, in order.
+    pub frames: Vec<Frame>,
+    /// All of stderr.
+    pub stderr: String,
+    /// The exit status.
+    pub status: ExitStatus,
+    /// The `report: {json}` line the fixture prints at exit.
+    pub report: Value,
+}
+
+/// A running `lib_server` with its pipes.
+pub struct Fixture {
+    child: Arc<Mutex<Child>>,
+    stdin: Option<ChildStdin>,
+    frames_rx: mpsc::Receiver<Frame>,
+    /// Frames received so far.
+    pub frames: Vec<Frame>,
+    stderr: Arc<Mutex<String>>,
+    resume: Option<mpsc::Sender<()>>,
+    first_read: Option<mpsc::Receiver<usize>>,
+    stdout_thread: Option<JoinHandle<()>>,
+    stderr_thread: Option<JoinHandle<()>>,
+    watchdog_done: Option<mpsc::Sender<()>>,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl Fixture {
+    /// Starts the fixture with `args`; stdout is read continuously.
+    pub fn start(args: &[&str]) -> Fixture {
+        Fixture::spawn(args, false)
+    }
+
+    /// Starts the fixture with stdout reading paused after the first read:
+    /// [`first_stdout_read`](Fixture::first_stdout_read) waits for it and
+    /// [`resume_stdout`](Fixture::resume_stdout) resumes.
+    pub fn start_paused(args: &[&str]) -> Fixture {
+        Fixture::spawn(args, true)
+    }
+
+    fn spawn(args: &[&str], paused: bool) -> Fixture {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lib_server"))
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lib_server");
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut stderr_pipe = child.stderr.take().expect("stderr");
+        let child = Arc::new(Mutex::new(child));
+
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        {
+            let (child, timed_out) = (Arc::clone(&child), Arc::clone(&timed_out));
+            thread::spawn(move || {
+                if done_rx.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
+                    timed_out.store(true, Ordering::SeqCst);
+                    eprintln!("WATCHDOG: lib_server still running after {WATCHDOG:?}; killing it");
+                    let _ = child.lock().unwrap().kill();
+                }
+            });
+        }
+
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr_thread = {
+            let stderr = Arc::clone(&stderr);
+            thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = stderr_pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            })
+        };
+
+        let (frames_tx, frames_rx) = mpsc::channel();
+        let (first_tx, first_rx) = mpsc::channel();
+        let (resume_tx, resume_rx) = mpsc::channel::<()>();
+        let stdout_thread = thread::spawn(move || {
+            let mut framer = Framer::new(Config::with_max_frame(64 << 20));
+            let mut first = paused;
+            loop {
+                let n = framer.read_from(&mut stdout).expect("read stdout");
+                if first {
+                    first = false;
+                    let _ = first_tx.send(n);
+                    let _ = resume_rx.recv();
+                }
+                while let Some(event) = framer.next_event().expect("no oversize under 64 MiB") {
+                    let frame = match event {
+                        Event::Frame(bytes) => Frame {
+                            value: serde_json::from_slice::<Value>(bytes)
+                                .map_err(|e| e.to_string())
+                                .and_then(|v| if v.is_object() { Ok(v) } else { Err(format!("not an object: {v}")) }),
+                            len: bytes.len(),
+                            at: Instant::now(),
+                        },
+                        other => Frame { value: Err(format!("{other:?}")), len: 0, at: Instant::now() },
+                    };
+                    if frames_tx.send(frame).is_err() {
+                        return;
+                    }
+                }
+                if n == 0 {
+                    return;
+                }
+            }
+        });
+
+        Fixture {
+            child,
+            stdin,
+            frames_rx,
+            frames: Vec::new(),
+            stderr,
+            resume: Some(resume_tx),
+            first_read: Some(first_rx),
+            stdout_thread: Some(stdout_thread),
+            stderr_thread: Some(stderr_thread),
+            watchdog_done: Some(done_tx),
+            timed_out,
+        }
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.lock().unwrap().id()
+    }
+
+    /// Writes `message` and a `\n` to stdin.
+    pub fn send(&mut self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Writes raw bytes to stdin.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).and_then(|()| stdin.flush()).expect("write stdin");
+    }
+
+    /// Sends `tools/call` for `tool` with `arguments`.
+    pub fn call(&mut self, id: i64, tool: &str, arguments: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments}}));
+    }
+
+    /// Sends `notifications/cancelled` for `id`.
+    pub fn cancel(&mut self, id: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": id, "reason": "test"}}));
+    }
+
+    /// The next stdout frame within `timeout`; panics (with stderr) if none.
+    pub fn next_frame(&mut self, timeout: Duration) -> Frame {
+        match self.frames_rx.recv_timeout(timeout) {
+            Ok(frame) => {
+                self.frames.push(frame.clone());
+                frame
+            }
+            Err(err) => panic!("no stdout frame within {timeout:?} ({err:?}); stderr:\n{}", self.stderr()),
+        }
+    }
+
+    /// Waits up to `timeout` for the response to `id`; other frames are kept
+    /// in [`frames`](Fixture::frames).
+    pub fn response(&mut self, id: i64, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let frame = self.next_frame(left);
+            if frame.id() == Some(&json!(id)) {
+                return frame.json().clone();
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a notification with `method`.
+    pub fn notification(&mut self, method: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let frame = self.next_frame(left);
+            if frame.method() == Some(method) {
+                return frame.json().clone();
+            }
+        }
+    }
+
+    /// Everything on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits up to `timeout` for a stderr line containing every one of
+    /// `needles`; returns it.
+    pub fn wait_stderr(&self, needles: &[&str], timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.stderr().lines().find(|l| needles.iter().all(|n| l.contains(n))) {
+                return line.to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no stderr line with {needles:?} within {timeout:?}:\n{}",
+                self.stderr()
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// For a paused fixture: waits for the first stdout read; its byte count.
+    pub fn first_stdout_read(&mut self, timeout: Duration) -> usize {
+        self.first_read.as_ref().expect("paused fixture").recv_timeout(timeout).expect("first stdout read")
+    }
+
+    /// For a paused fixture: resumes reading stdout.
+    pub fn resume_stdout(&mut self) {
+        let _ = self.resume.take().expect("paused fixture").send(());
+    }
+
+    /// Closes stdin, waits for the fixture to exit (within the watchdog) and
+    /// collects everything.
+    pub fn finish(mut self) -> Finished {
+        drop(self.stdin.take());
+        if let Some(resume) = self.resume.take() {
+            let _ = resume.send(());
+        }
+        self.stdout_thread.take().unwrap().join().expect("stdout reader");
+        while let Ok(frame) = self.frames_rx.try_recv() {
+            self.frames.push(frame);
+        }
+        self.stderr_thread.take().unwrap().join().expect("stderr reader");
+        let status = self.child.lock().unwrap().wait().expect("wait");
+        drop(self.watchdog_done.take());
+        assert!(!self.timed_out.load(Ordering::SeqCst), "WATCHDOG fired: lib_server hung; stderr:\n{}", self.stderr());
+        let stderr = self.stderr();
+        let report = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("report: "))
+            .map(|json| serde_json::from_str(json).expect("report is JSON"))
+            .unwrap_or(Value::Null);
+        Finished { frames: std::mem::take(&mut self.frames), stderr, status, report }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if self.stdout_thread.is_some() {
+            // A test failed midway: do not leave the child behind.
+            let _ = self.child.lock().unwrap().kill();
+            let _ = self.child.lock().unwrap().wait();
+        }
+    }
+}
+
+/// Pids of the live (not zombie) processes in process group `pgid`. Killed
+/// grandchildren are orphans only PID 1 can reap, so they may linger as
+/// zombies: dead, holding nothing but their pid.
+pub fn live_group_members(pgid: u32) -> Vec<u32> {
+    let mut live = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
+        if fields[2] == pgid.to_string() && fields[0] != "Z" {
+            live.push(pid);
+        }
+    }
+    live
+}
+
+/// Whether `/proc/<pid>` exists (a zombie not yet reaped still has one).
+pub fn pid_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Polls `condition` every 10 ms for up to `timeout`.
+pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
