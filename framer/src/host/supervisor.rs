@@ -107,6 +107,7 @@ impl Supervisor {
             CloseReason::Shutdown => tracing::debug!("{closed}"),
             _ => tracing::warn!("{closed}"),
         }
+        tracing::debug!(metrics = ?self.metrics.snapshot(), "MCP server session closed");
         self.pending.close(Arc::clone(&closed));
         self.closed.send_replace(Some(closed));
         // Stdout closed but the child lives on: keep serving signals until
