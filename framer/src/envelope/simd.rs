@@ -118,6 +118,15 @@ pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, EnvelopeError> {
             format!("lone surrogate escape at offset {at} (not decodable)"),
         ));
     }
+    // simd-json converts a float with 19 or more significant digits without
+    // checking the byte after it (`1234567890123456789.0x` parses as a
+    // number); refuse such a number when it is not followed by a delimiter.
+    if let Some(at) = long_number_without_delimiter(frame) {
+        return Err(EnvelopeError::new(
+            EnvelopeErrorKind::Malformed,
+            format!("number at offset {at} is not followed by a delimiter"),
+        ));
+    }
     let tape = simd_json::to_tape(frame).map_err(|e| match e.error() {
         ErrorType::InvalidUtf8 => EnvelopeError::new(EnvelopeErrorKind::InvalidUtf8, e.to_string()),
         _ => EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string()),
@@ -200,6 +209,86 @@ fn id_field<'a>(node: &Node<'a>) -> IdField<'a> {
     }
 }
 
+/// The offset of the first number, outside strings, that has at least 19
+/// significant digits and is not a complete JSON number followed by
+/// whitespace, a structural character or the end of the frame. Cheap on
+/// frames without a long number: it samples every 16th byte for a run of 19
+/// or more digits and dots (a number's significand is one such run) and
+/// scans the frame only when it finds one.
+pub(crate) fn long_number_without_delimiter(frame: &[u8]) -> Option<usize> {
+    const LONG: usize = 19;
+    let digitish = |b: &u8| b.is_ascii_digit() || *b == b'.';
+    let has_long_run = (0..frame.len()).step_by(16).any(|i| {
+        if !digitish(&frame[i]) {
+            return false;
+        }
+        let left = frame[..i].iter().rev().take_while(|b| digitish(b)).count();
+        let right = frame[i..].iter().take_while(|b| digitish(b)).count();
+        left + right >= LONG
+    });
+    if !has_long_run {
+        return None;
+    }
+    let delimiter = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b',' | b':' | b'[' | b']' | b'{' | b'}' | b'"');
+    let mut i = 0;
+    while i < frame.len() {
+        match frame[i] {
+            b'"' => {
+                // Skip the string: to its closing quote, past escapes.
+                i += 1;
+                loop {
+                    let Some(found) = memchr::memchr2(b'"', b'\\', frame.get(i..).unwrap_or_default()) else {
+                        return None; // an unterminated string: simd-json refuses it
+                    };
+                    i += found + 1;
+                    if frame[i - 1] == b'"' {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let len = frame[i..].iter().position(|&b| delimiter(b)).unwrap_or(frame.len() - i);
+                let token = &frame[i..i + len];
+                let digits = token.iter().take_while(|b| b.is_ascii_digit() || matches!(b, b'-' | b'.')).count();
+                if digits >= LONG && !is_json_number(token) {
+                    return Some(i);
+                }
+                i += len;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Whether `token` is exactly one JSON number.
+fn is_json_number(token: &[u8]) -> bool {
+    let digits = |t: &[u8]| t.iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut t = token.strip_prefix(b"-").unwrap_or(token);
+    let int = digits(t);
+    if int == 0 || (int > 1 && t[0] == b'0') {
+        return false;
+    }
+    t = &t[int..];
+    if let Some(rest) = t.strip_prefix(b".") {
+        let frac = digits(rest);
+        if frac == 0 {
+            return false;
+        }
+        t = &rest[frac..];
+    }
+    if let Some(rest) = t.strip_prefix(b"e").or_else(|| t.strip_prefix(b"E")) {
+        let rest = rest.strip_prefix(b"+").or_else(|| rest.strip_prefix(b"-")).unwrap_or(rest);
+        let exp = digits(rest);
+        if exp == 0 {
+            return false;
+        }
+        t = &rest[exp..];
+    }
+    t.is_empty()
+}
+
 /// The offset of the first `\uXXXX` escape that encodes a surrogate not
 /// part of a high-low pair, if any. Scans the whole frame without tracking
 /// strings: a backslash outside a string makes the frame malformed anyway.
@@ -231,4 +320,23 @@ pub(crate) fn lone_surrogate_escape(frame: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod long_number_tests {
+    use super::{long_number_without_delimiter, parse_in_place};
+
+    #[test]
+    fn a_long_float_followed_by_junk_is_malformed_and_valid_long_numbers_pass() {
+        for junk in ["123456789012345678901234567.9x0", "123456789012345678909e5x", "1234567890.123456789\u{7f}"] {
+            let mut frame = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{junk}}}").into_bytes();
+            assert!(long_number_without_delimiter(&frame).is_some(), "{junk}");
+            assert!(parse_in_place(&mut frame).is_err(), "{junk}");
+        }
+        for fine in ["123456789012345678901234567.9", "-1234567890123456789012.5e-3", "\"12345678901234567890x\""] {
+            let mut frame = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":[{fine}, 1]}}").into_bytes();
+            assert_eq!(long_number_without_delimiter(&frame), None, "{fine}");
+            assert!(parse_in_place(&mut frame).is_ok(), "{fine}");
+        }
+    }
 }
