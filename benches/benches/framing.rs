@@ -1,1 +1,225 @@
-fn main() {}
+//! `framing`: newline framing of the same JSON-RPC byte stream, fed in 64 KiB
+//! chunks (one pipe read on Linux), by this framer and by its peers.
+//!
+//! Shapes (see `mcp_framer_benches::shapes`): 200 B `tools/call` requests,
+//! 64 KiB `tools/list` results, 8 MiB text tool results, each repeated into a
+//! stream of about 32 MiB (16 MiB with `MCP_BENCH_QUICK=1`, which also
+//! shortens warm-up and measurement). Criterion groups are
+//! `framing_<shape>`, one function per strategy:
+//!
+//! * `memchr_count`: `memchr_iter(b'\n', ..).count()` over the whole stream at
+//!   once, no chunks, no frames: the scan limit.
+//! * `read_into`: this framer in read-into mode. Each chunk is copied into
+//!   `Framer::spare()`: that memcpy is the stand-in for `read(2)`, which would
+//!   copy the pipe's bytes there in a real transport. Then `commit` and drain
+//!   `next_event`.
+//! * `push`: this framer in push mode, `Framer::push(chunk)`.
+//! * `read_until`: `BufRead::read_until(b'\n')` through a 64 KiB `BufReader`
+//!   over a reader that yields 64 KiB chunks (also by memcpy). Unbounded.
+//! * `lines_codec`: tokio-util `LinesCodec::new_with_max_length(16 MiB)`
+//!   decoding from a `BytesMut` extended by each chunk.
+//! * `naive`: append each chunk to a `String`, `find('\n')` from the start,
+//!   `drain` the line. Rescans and shifts: slow, so it runs 10 flat samples.
+//!
+//! Every strategy keeps its buffers across iterations (a long-lived session),
+//! frames the whole stream in each iteration and asserts, inside the timed
+//! loop, that it found exactly the stream's frame count. Both framer modes use
+//! the default `Config` (16 MiB limit). Throughput is the stream's bytes.
+//!
+//! Run: `cargo bench -p mcp-framer-benches --bench framing`, or through
+//! `scripts/bench-report`, which prints the ratios against the targets.
+
+use std::hint::black_box;
+use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use mcp_framer::{Config, DEFAULT_MAX_FRAME, Event, Framer};
+use mcp_framer_benches::shapes::{large_text_result, stream, tools_call_request, tools_list_result};
+use tokio_util::codec::{Decoder, LinesCodec};
+
+/// One read from a Linux pipe at its default size.
+const CHUNK: usize = 64 * 1024;
+
+fn quick() -> bool {
+    std::env::var_os("MCP_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// A newline-delimited stream of one shape, and its frame count.
+struct Shape {
+    name: &'static str,
+    bytes: Vec<u8>,
+    frames: u64,
+}
+
+fn shapes() -> Vec<Shape> {
+    let total = if quick() { 16 << 20 } else { 32 << 20 };
+    let shape = |name, (bytes, frames)| Shape { name, bytes, frames };
+    vec![
+        shape("200B", stream(tools_call_request, total)),
+        shape("64KiB", stream(|_| tools_list_result(64 << 10), total)),
+        shape("8MiB", stream(|_| large_text_result(8 << 20), total)),
+    ]
+}
+
+/// Counts a frame; any other event is a bug in the bench input.
+fn count(event: Event<&[u8]>, frames: &mut u64) {
+    match event {
+        Event::Frame(frame) => {
+            black_box(frame);
+            *frames += 1;
+        }
+        other => panic!("unexpected event {other:?}"),
+    }
+}
+
+fn read_into(framer: &mut Framer, stream: &[u8]) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        // The stand-in for read(2): the kernel would copy the pipe's bytes
+        // straight into the framer's spare space.
+        framer.spare()[..chunk.len()].copy_from_slice(chunk);
+        framer.commit(chunk.len());
+        while let Some(event) = framer.next_event().expect("no frame is oversize") {
+            count(event, &mut frames);
+        }
+    }
+    assert_eq!(framer.buffered(), 0, "the stream ends with a newline");
+    frames
+}
+
+fn push(framer: &mut Framer, stream: &[u8]) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        let mut push = framer.push(chunk);
+        while let Some(event) = push.next_event().expect("no frame is oversize") {
+            count(event, &mut frames);
+        }
+    }
+    assert_eq!(framer.buffered(), 0, "the stream ends with a newline");
+    frames
+}
+
+/// A reader that yields at most 64 KiB per `read`, like a pipe.
+struct Chunked<'a>(&'a [u8]);
+
+impl Read for Chunked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(CHUNK).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+fn read_until(line: &mut Vec<u8>, stream: &[u8]) -> u64 {
+    let mut reader = BufReader::with_capacity(CHUNK, Chunked(stream));
+    let mut frames = 0;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', line).expect("reading a slice cannot fail") == 0 {
+            return frames;
+        }
+        black_box(&line);
+        frames += 1;
+    }
+}
+
+fn lines_codec(codec: &mut LinesCodec, buf: &mut BytesMut, stream: &[u8]) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        buf.extend_from_slice(chunk);
+        while let Some(line) = codec.decode(buf).expect("no line is oversize or invalid UTF-8") {
+            black_box(line);
+            frames += 1;
+        }
+    }
+    assert!(buf.is_empty(), "the stream ends with a newline");
+    frames
+}
+
+/// Append to a `String`, search from the start, drain. The UTF-8 bytes of a
+/// character split across two chunks wait in `carry` (at most 3 bytes).
+fn naive(text: &mut String, carry: &mut Vec<u8>, stream: &[u8]) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        let mut rest = chunk;
+        if let Some(&lead) = carry.first() {
+            let take = (utf8_width(lead) - carry.len()).min(rest.len());
+            carry.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if carry.len() == utf8_width(lead) {
+                text.push_str(std::str::from_utf8(carry).expect("valid UTF-8"));
+                carry.clear();
+            }
+        }
+        let whole = whole_chars(rest);
+        text.push_str(std::str::from_utf8(&rest[..whole]).expect("valid UTF-8"));
+        carry.extend_from_slice(&rest[whole..]);
+        while let Some(i) = text.find('\n') {
+            black_box(&text[..i]);
+            text.drain(..=i);
+            frames += 1;
+        }
+    }
+    assert!(text.is_empty() && carry.is_empty(), "the stream ends with a newline");
+    frames
+}
+
+/// The number of UTF-8 bytes of `lead`'s character.
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    }
+}
+
+/// The length of `bytes` without a character cut off at its end.
+fn whole_chars(bytes: &[u8]) -> usize {
+    let tail = bytes.len().saturating_sub(3)..bytes.len();
+    match tail.rev().find(|&i| bytes[i] & 0xC0 != 0x80) {
+        Some(lead) if lead + utf8_width(bytes[lead]) > bytes.len() => lead,
+        _ => bytes.len(),
+    }
+}
+
+fn framing(c: &mut Criterion) {
+    for shape in shapes() {
+        let (bytes, frames) = (&shape.bytes[..], shape.frames);
+        let mut group = c.benchmark_group(format!("framing_{}", shape.name));
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+
+        group.bench_function("memchr_count", |b| {
+            b.iter(|| assert_eq!(memchr::memchr_iter(b'\n', black_box(bytes)).count() as u64, frames))
+        });
+        let mut framer = Framer::new(Config::default());
+        group.bench_function("read_into", |b| b.iter(|| assert_eq!(read_into(&mut framer, bytes), frames)));
+        let mut framer = Framer::new(Config::default());
+        group.bench_function("push", |b| b.iter(|| assert_eq!(push(&mut framer, bytes), frames)));
+        let mut line = Vec::new();
+        group.bench_function("read_until", |b| b.iter(|| assert_eq!(read_until(&mut line, bytes), frames)));
+        let (mut codec, mut buf) = (LinesCodec::new_with_max_length(DEFAULT_MAX_FRAME), BytesMut::new());
+        group
+            .bench_function("lines_codec", |b| b.iter(|| assert_eq!(lines_codec(&mut codec, &mut buf, bytes), frames)));
+
+        group.sample_size(10).sampling_mode(SamplingMode::Flat);
+        let (mut text, mut carry) = (String::new(), Vec::new());
+        group.bench_function("naive", |b| b.iter(|| assert_eq!(naive(&mut text, &mut carry, bytes), frames)));
+        group.finish();
+    }
+}
+
+fn config() -> Criterion {
+    let c = Criterion::default();
+    if quick() { c.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)) } else { c }
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = framing
+}
+criterion_main!(benches);
