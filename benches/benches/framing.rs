@@ -36,15 +36,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use mcp_framer::{Config, DEFAULT_MAX_FRAME, Event, Framer};
-use mcp_framer_benches::shapes::{large_text_result, stream, tools_call_request, tools_list_result};
+use mcp_framer_benches::shapes::{
+    PIPE_READ as CHUNK, large_text_result, quick, stream, tools_call_request, tools_list_result,
+};
 use tokio_util::codec::{Decoder, LinesCodec};
-
-/// One read from a Linux pipe at its default size.
-const CHUNK: usize = 64 * 1024;
-
-fn quick() -> bool {
-    std::env::var_os("MCP_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
-}
 
 /// A newline-delimited stream of one shape, and its frame count.
 struct Shape {

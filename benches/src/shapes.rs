@@ -24,6 +24,17 @@
 
 use serde_json::{Value, json};
 
+/// One read from a Linux pipe at its default size: the chunk size the benches
+/// feed their strategies with.
+pub const PIPE_READ: usize = 64 * 1024;
+
+/// Whether `MCP_BENCH_QUICK` is set (and not `0`): the benches then shorten
+/// warm-up and measurement and use smaller streams. `scripts/bench-report
+/// --quick` sets it.
+pub fn quick() -> bool {
+    std::env::var_os("MCP_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// A `tools/call` request with request id `id`: about 200 bytes.
 pub fn tools_call_request(id: u64) -> Vec<u8> {
     let msg = json!({
