@@ -18,8 +18,9 @@
 //! message or a -32600 error:
 //!
 //! 1. a number simd-json cannot represent: an integer outside
-//!    `i64::MIN..=u64::MAX`, or a number whose value overflows `f64`
-//!    (found by [`has_unrepresentable_number`]);
+//!    `i64::MIN..=u64::MAX`, a number whose value overflows `f64`, or an
+//!    exponent of more than about ten digits (found by
+//!    [`has_unrepresentable_number`]);
 //! 2. a `\u` escape of a lone surrogate (found by
 //!    [`has_lone_surrogate_escape`], a scanner independent of the one
 //!    [`parse_in_place`] uses to refuse them).
@@ -115,7 +116,9 @@ fn documented_difference(frame: &[u8], serde: &View, simd: &View) -> bool {
 }
 
 /// Whether `frame` has, outside strings, a number literal simd-json refuses:
-/// an integer outside `i64::MIN..=u64::MAX` or a value that overflows `f64`.
+/// an integer outside `i64::MIN..=u64::MAX`, a value that overflows `f64`,
+/// or an exponent simd-json cannot hold (one whose digits but the last
+/// exceed 2^32, as in `0e40777777777`, which is 0 to serde_json).
 pub fn has_unrepresentable_number(frame: &[u8]) -> bool {
     tokens_outside_strings(frame).any(|token| {
         let Ok(text) = std::str::from_utf8(token) else { return false };
@@ -123,11 +126,21 @@ pub fn has_unrepresentable_number(frame: &[u8]) -> bool {
             return false;
         }
         if text.contains(['.', 'e', 'E']) {
-            text.parse::<f64>().is_ok_and(f64::is_infinite)
+            text.parse::<f64>().is_ok_and(f64::is_infinite) || exponent_too_long(text)
         } else {
             text.parse::<i64>().is_err() && text.parse::<u64>().is_err()
         }
     })
+}
+
+/// Whether the exponent of number `text` makes simd-json 0.17 give up: it
+/// refuses to read another exponent digit once the value so far exceeds 2^32.
+fn exponent_too_long(text: &str) -> bool {
+    let Some(at) = text.find(['e', 'E']) else { return false };
+    let exponent = text[at + 1..].trim_start_matches(['+', '-']);
+    let Some(head) = exponent.get(..exponent.len().saturating_sub(1)) else { return false };
+    let head = head.trim_start_matches('0');
+    head.len() > 10 || head.parse::<u64>().is_ok_and(|n| n > 1 << 32)
 }
 
 /// Whether `frame` has, inside a string, a `\u` escape of a surrogate that

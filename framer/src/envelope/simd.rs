@@ -65,8 +65,9 @@ impl<'a> InPlace<'a> {
 /// simd-json converts them:
 ///
 /// - a number literal simd-json cannot represent, anywhere in the frame: an
-///   integer outside `i64::MIN..=u64::MAX` (`18446744073709551616`) or a
-///   value that overflows `f64` (`1e400`);
+///   integer outside `i64::MIN..=u64::MAX` (`18446744073709551616`), a
+///   value that overflows `f64` (`1e400`), or an exponent of more than about
+///   ten digits (`0e40777777777`);
 /// - a `\u` escape of a lone surrogate (`"\ud800"`), anywhere in the frame.
 ///   simd-json 0.17 refuses some and silently decodes others as U+0000, so
 ///   this function refuses them all before simd-json runs.
