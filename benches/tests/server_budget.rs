@@ -26,8 +26,8 @@ fn walk(server: &mut Fixture, first_id: i64, known_total: bool, max_bytes: usize
             args["cursor"] = cursor.clone();
         }
         server.call(id, "search", args);
-        let response = server.response(id, WAIT);
-        let frame_len = server.frames.last().unwrap().len;
+        let frame = server.response_frame(id, WAIT);
+        let (response, frame_len) = (frame.json(), frame.len);
         let result = &response["result"];
         assert_eq!(serde_json::to_vec(result).unwrap().len(), result_len(frame_len, id));
         assert!(result_len(frame_len, id) <= max_bytes, "{} > {max_bytes}", result_len(frame_len, id));

@@ -149,30 +149,32 @@ fn cancel_during_subprocess_kills_the_process_group() {
 }
 
 /// After the final response started: stdout is not drained, so the writer
-/// is blocked inside an 8 MiB frame; the cancellation is read anyway (stdin
+/// is blocked inside a 4 MiB frame; the cancellation is read anyway (stdin
 /// is never blocked by stdout), changes nothing, and once the host drains
 /// again the frame completes whole and the next request is answered.
 #[test]
 fn cancel_after_response_started_completes_the_frame() {
-    const BYTES: usize = 8 << 20;
+    const BYTES: usize = 4 << 20;
     let mut server = Fixture::start_paused(&[]);
     server.call(1, "big", json!({"bytes": BYTES}));
-    let first = server.first_stdout_read(WAIT);
+    let first = server.first_stdout_read(2 * WAIT);
     assert!(first > 0 && first < BYTES, "the frame is partly out: {first} bytes read");
     server.cancel(json!(1));
     server.wait_stderr(&["cancellation", "id=1", "state=\"writing\""], WAIT);
     server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     thread::sleep(Duration::from_millis(50));
 
-    let resumed = Instant::now();
     server.resume_stdout();
     // The host side ignores the late response: it only checks that the frame
     // is whole (valid JSON of the full size) and carries on.
     let late = server.next_frame(WAIT);
     assert_eq!(late.id(), Some(&json!(1)));
     assert_eq!(late.json()["result"]["content"][0]["text"].as_str().map(str::len), Some(BYTES));
-    assert_eq!(server.response(2, SECOND_REQUEST)["result"], json!({}));
-    assert!(resumed.elapsed() < SECOND_REQUEST);
+    let ping = server.response_frame(2, SECOND_REQUEST);
+    assert_eq!(ping.json()["result"], json!({}));
+    // Timed from the end of the late frame: the host's own parsing of 4 MiB
+    // (a debug build) is not the server's latency.
+    assert!(ping.at.duration_since(late.at) < SECOND_REQUEST);
 
     let done = server.finish();
     assert!(done.frames.iter().all(|f| f.value.is_ok()), "only whole frames");
@@ -210,7 +212,12 @@ fn late_unknown_and_malformed_cancels_are_harmless() {
     let done = server.finish();
     let ids: Vec<_> = done.frames.iter().map(|f| f.id().cloned()).collect();
     assert_eq!(ids, [Some(json!(0)), Some(json!(1)), Some(json!(2))], "one response per request, nothing else");
-    assert_eq!(done.report["cancels"]["ignored"], 4);
+    // The late cancel may still find request 1 in the writing state if it is
+    // read before the writer has retired the frame it just wrote: a race the
+    // spec allows, and harmless either way.
+    let (ignored, writing) = (&done.report["cancels"]["ignored"], &done.report["cancels"]["writing"]);
+    assert_eq!(ignored.as_u64().unwrap() + writing.as_u64().unwrap(), 4, "{}", done.report);
+    assert!(ignored.as_u64().unwrap() >= 3, "unknown, string and initialize ids are ignored: {}", done.report);
     assert_eq!(done.report["cancels"]["malformed"], 3);
     assert_eq!(done.report["malformed"], 0, "a malformed cancel is ignored, not answered");
 }

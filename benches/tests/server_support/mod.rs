@@ -65,8 +65,11 @@ pub struct Fixture {
     child: Arc<Mutex<Child>>,
     stdin: Option<ChildStdin>,
     frames_rx: mpsc::Receiver<Frame>,
-    /// Frames received so far.
+    /// Every frame received so far, in order.
     pub frames: Vec<Frame>,
+    /// Frames received but not yet returned by `next_frame`, `response` or
+    /// `notification`.
+    unclaimed: Vec<Frame>,
     stderr: Arc<Mutex<String>>,
     resume: Option<mpsc::Sender<()>>,
     first_read: Option<mpsc::Receiver<usize>>,
@@ -169,6 +172,7 @@ impl Fixture {
             stdin,
             frames_rx,
             frames: Vec::new(),
+            unclaimed: Vec::new(),
             stderr,
             resume: Some(resume_tx),
             first_read: Some(first_rx),
@@ -209,40 +213,58 @@ impl Fixture {
                           "params": {"requestId": id, "reason": "test"}}));
     }
 
-    /// The next stdout frame within `timeout`; panics (with stderr) if none.
+    /// The next stdout frame not yet returned, within `timeout`; panics
+    /// (with the fixture's threads and stderr) if none.
     pub fn next_frame(&mut self, timeout: Duration) -> Frame {
+        if !self.unclaimed.is_empty() {
+            return self.unclaimed.remove(0);
+        }
+        self.receive(timeout)
+    }
+
+    fn receive(&mut self, timeout: Duration) -> Frame {
         match self.frames_rx.recv_timeout(timeout) {
             Ok(frame) => {
                 self.frames.push(frame.clone());
                 frame
             }
-            Err(err) => panic!("no stdout frame within {timeout:?} ({err:?}); stderr:\n{}", self.stderr()),
+            Err(err) => panic!(
+                "no stdout frame within {timeout:?} ({err:?}); threads:\n{}stderr:\n{}",
+                threads(self.pid()),
+                self.stderr()
+            ),
         }
     }
 
-    /// Waits up to `timeout` for the response to `id`; other frames are kept
-    /// in [`frames`](Fixture::frames).
+    /// The first frame (received earlier or within `timeout`) for which
+    /// `wanted` holds; frames passed over stay available to later calls.
+    fn claim(&mut self, timeout: Duration, wanted: impl Fn(&Frame) -> bool) -> Frame {
+        if let Some(i) = self.unclaimed.iter().position(&wanted) {
+            return self.unclaimed.remove(i);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let frame = self.receive(deadline.saturating_duration_since(Instant::now()));
+            if wanted(&frame) {
+                return frame;
+            }
+            self.unclaimed.push(frame);
+        }
+    }
+
+    /// The response to `id`, received earlier or within `timeout`.
     pub fn response(&mut self, id: i64, timeout: Duration) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let frame = self.next_frame(left);
-            if frame.id() == Some(&json!(id)) {
-                return frame.json().clone();
-            }
-        }
+        self.response_frame(id, timeout).json().clone()
     }
 
-    /// Waits up to `timeout` for a notification with `method`.
+    /// As [`response`](Fixture::response), with the frame's length.
+    pub fn response_frame(&mut self, id: i64, timeout: Duration) -> Frame {
+        self.claim(timeout, |frame| frame.id() == Some(&json!(id)))
+    }
+
+    /// A notification with `method`, received earlier or within `timeout`.
     pub fn notification(&mut self, method: &str, timeout: Duration) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let frame = self.next_frame(left);
-            if frame.method() == Some(method) {
-                return frame.json().clone();
-            }
-        }
+        self.claim(timeout, |frame| frame.method() == Some(method)).json().clone()
     }
 
     /// Everything on stderr so far.
@@ -327,6 +349,20 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
         }
     }
     live
+}
+
+/// One line per thread of `pid`: name, state and kernel wait channel (for
+/// diagnosing a hang).
+pub fn threads(pid: u32) -> String {
+    let mut out = String::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let path = task.path();
+        let read = |name: &str| std::fs::read_to_string(path.join(name)).unwrap_or_default();
+        let stat = read("stat");
+        let state = stat.get(stat.rfind(')').map_or(0, |i| i + 2)..).unwrap_or("").split(' ').next().unwrap_or("");
+        out.push_str(&format!("  {} {} {}\n", read("comm").trim(), state, read("wchan")));
+    }
+    out
 }
 
 /// Whether `/proc/<pid>` exists (a zombie not yet reaped still has one).
