@@ -1,0 +1,191 @@
+//! Pipe backpressure with real spawned children.
+//!
+//! Each iteration spawns `pipe_writer`, which writes one shape of JSON-RPC
+//! message over and over (64 KiB per `write`) into a real OS pipe, and reads
+//! it to the end with one strategy; the time runs from the child's start
+//! signal (after its start-up) to its exit. Every iteration asserts the count:
+//! bytes for the raw drain, frames for the others, and the child's own report
+//! of what it wrote.
+//!
+//! Strategies (see `readers`): `raw-drain` (read and discard: the physical
+//! limit), `framer-blocking` (this crate's framer, `Framer::read_from`),
+//! `host-reader` (the host transport's tokio reader task,
+//! `mcp_framer::host::Reader`: framing, envelope classification, one copy per
+//! message, a bounded queue to a consumer task that counts), `framer-task`
+//! (the same task and queue with framing only, no envelope: what the
+//! classification costs),
+//! `framedread-lines` (tokio-util `FramedRead` + `LinesCodec`) and
+//! `read-until` (`BufReader::read_until`). `…+pipe1MiB` runs the child with
+//! its pipe enlarged to 1 MiB by `F_SETPIPE_SZ`; the others use the default
+//! 64 KiB pipe.
+//!
+//! Benchmark ids: `pipe/<shape>/<placement>/<strategy>`, placement one of
+//! `same-cpu` (reader and child pinned to the first allowed CPU),
+//! `split-cpus` (reader on the first, child on the second) and `unpinned`.
+//! The tokio strategies use a current-thread runtime on the pinned thread.
+//!
+//! `MCP_BENCH_QUICK=1`: 64 MiB per iteration; otherwise 1 GiB. Both take 10
+//! samples. Run: `cargo bench -p mcp-framer-benches --bench pipe`.
+
+mod readers;
+
+use std::io;
+use std::process::ChildStdout;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput};
+use mcp_framer::host::ReaderEnd;
+use mcp_framer_benches::pipe::{self, Cpus, Placement, Shape, Writer};
+use tokio::runtime::Runtime;
+
+use readers::Queue;
+
+const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
+
+/// The three shapes: name, shape, size asked for.
+const SHAPES: [(&str, Shape, usize); 3] =
+    [("200B", Shape::Request, 200), ("64KiB", Shape::ToolsList, 64 << 10), ("8MiB", Shape::Text, 8 << 20)];
+
+/// The enlarged pipe.
+const BIG_PIPE: usize = 1 << 20;
+
+/// The default Linux pipe.
+const DEFAULT_PIPE: u64 = 64 << 10;
+
+/// The queue of the decoupled reader: roomy enough that a consumer that only
+/// counts never makes the reader drop.
+const QUEUE: Queue = Queue { capacity: 4096, max_wait: Duration::from_millis(100) };
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Strategy {
+    RawDrain,
+    FramerBlocking,
+    HostReader,
+    FramerTask,
+    FramedLines,
+    ReadUntil,
+}
+
+impl Strategy {
+    fn name(self) -> &'static str {
+        match self {
+            Strategy::RawDrain => "raw-drain",
+            Strategy::FramerBlocking => "framer-blocking",
+            Strategy::HostReader => "host-reader",
+            Strategy::FramerTask => "framer-task",
+            Strategy::FramedLines => "framedread-lines",
+            Strategy::ReadUntil => "read-until",
+        }
+    }
+
+    /// Reads `stdout` to its end; returns bytes for the raw drain, frames
+    /// for the others.
+    fn read(self, stdout: ChildStdout, runtime: &Runtime) -> io::Result<u64> {
+        match self {
+            Strategy::RawDrain => readers::raw_drain(stdout),
+            Strategy::FramerBlocking => readers::framer_blocking(stdout, |_| {}),
+            Strategy::ReadUntil => readers::read_until(stdout),
+            Strategy::FramedLines => {
+                runtime.block_on(async { readers::framed_lines(tokio::process::ChildStdout::from_std(stdout)?).await })
+            }
+            Strategy::HostReader => runtime.block_on(async {
+                let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+                let (reader, mut queue, metrics) = readers::spawn_host_reader(stdout, QUEUE.capacity, QUEUE.max_wait);
+                let mut frames = 0;
+                while let Some(item) = queue.recv().await {
+                    assert!(readers::is_message(&item), "unexpected {item:?}");
+                    frames += 1;
+                }
+                let report = reader.await.map_err(io::Error::other)?;
+                assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
+                let metrics = metrics.snapshot();
+                assert_eq!(
+                    (metrics.delivered, metrics.overload_dropped),
+                    (frames, 0),
+                    "a counting consumer never overloads"
+                );
+                Ok(frames)
+            }),
+            Strategy::FramerTask => runtime.block_on(async {
+                let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+                let (reader, mut queue) = readers::spawn_decoupled(stdout, QUEUE);
+                let mut frames = 0;
+                while queue.recv().await.is_some() {
+                    frames += 1;
+                }
+                let delivery = reader.await.map_err(io::Error::other)??;
+                assert_eq!((delivery.delivered, delivery.dropped), (frames, 0), "a counting consumer never overloads");
+                Ok(frames)
+            }),
+        }
+    }
+}
+
+/// What a run covers: the strategies, and those also run with the big pipe.
+const STRATEGIES: [Strategy; 6] = [
+    Strategy::RawDrain,
+    Strategy::FramerBlocking,
+    Strategy::HostReader,
+    Strategy::FramerTask,
+    Strategy::FramedLines,
+    Strategy::ReadUntil,
+];
+const BIG_PIPE_STRATEGIES: [Strategy; 2] = [Strategy::RawDrain, Strategy::FramerBlocking];
+
+fn main() {
+    let quick = mcp_framer_benches::shapes::quick();
+    let (total, measurement, timeout) = if quick {
+        (64u64 << 20, Duration::from_secs(1), Duration::from_secs(30))
+    } else {
+        (1u64 << 30, Duration::from_secs(8), Duration::from_secs(120))
+    };
+    eprintln!("pipe: {} MiB per iteration ({})", total >> 20, if quick { "quick" } else { "full" });
+    let mut criterion = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(measurement)
+        .configure_from_args();
+    let allowed = Cpus::current().expect("sched_getaffinity");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+
+    for placement in Placement::ALL {
+        let child_cpu = match placement.apply(&allowed) {
+            Ok(cpu) => cpu,
+            Err(e) => {
+                eprintln!("pipe: skipping {}: {e}", placement.name());
+                continue;
+            }
+        };
+        for (shape_name, shape, frame_bytes) in SHAPES {
+            let writer = Writer { cpu: child_cpu, ..Writer::with_total(shape, frame_bytes, total) };
+            let mut group = criterion.benchmark_group(format!("pipe/{shape_name}/{}", placement.name()));
+            group.throughput(Throughput::Bytes(writer.bytes()));
+            let runs =
+                STRATEGIES.iter().map(|&s| (s, None)).chain(BIG_PIPE_STRATEGIES.iter().map(|&s| (s, Some(BIG_PIPE))));
+            for (strategy, pipe_size) in runs {
+                let id = match pipe_size {
+                    None => strategy.name().to_string(),
+                    Some(_) => format!("{}+pipe1MiB", strategy.name()),
+                };
+                let writer = Writer { pipe_size, ..writer };
+                let expected = if strategy == Strategy::RawDrain { writer.bytes() } else { writer.frames };
+                group.bench_function(id.as_str(), |b| {
+                    b.iter_custom(|iters| {
+                        let mut elapsed = Duration::ZERO;
+                        for _ in 0..iters {
+                            let run = pipe::run(WRITER, &writer, timeout, |stdout| strategy.read(stdout, &runtime))
+                                .unwrap_or_else(|e| panic!("{id}: {e}"));
+                            assert_eq!(run.count, expected, "{id}: count read");
+                            let pipe_bytes = pipe_size.map_or(DEFAULT_PIPE, |size| size as u64);
+                            assert_eq!(run.report.pipe_size, pipe_bytes, "{id}: the child's pipe size");
+                            elapsed += run.elapsed;
+                        }
+                        elapsed
+                    });
+                });
+            }
+            group.finish();
+        }
+    }
+    criterion.final_summary();
+}

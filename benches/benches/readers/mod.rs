@@ -1,0 +1,214 @@
+//! The ways a host can read a child's stdout, shared by the `pipe` and
+//! `slow_consumer` benchmarks. Each reads to end of stream and returns what it
+//! counted; none stops early, and any event other than a whole frame (an
+//! oversize or truncated frame, a bad line) is an error, so a benchmark that
+//! returns a count has read the stream it expected.
+#![allow(dead_code, reason = "each benchmark uses some of the strategies")]
+
+use std::io::{self, BufRead, BufReader, Read};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use mcp_framer::host::{Inbound, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport};
+use mcp_framer::{Config, Event, Framer};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
+use tokio::task::JoinHandle;
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+/// Bytes per `read` for every strategy: one default pipe's capacity, and the
+/// framer's default read size.
+pub const READ_SIZE: usize = mcp_framer_benches::shapes::PIPE_READ;
+
+/// The transport limit every framing strategy enforces: the framer's default.
+pub const MAX_FRAME: usize = mcp_framer::DEFAULT_MAX_FRAME;
+
+fn unexpected(what: impl std::fmt::Debug) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("unexpected {what:?}"))
+}
+
+/// The physical limit: read into a 64 KiB buffer and discard. Returns bytes.
+pub fn raw_drain(mut input: impl Read) -> io::Result<u64> {
+    let mut buf = vec![0u8; READ_SIZE];
+    let mut bytes = 0;
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => bytes += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// This crate's framer in a blocking loop: read straight into its buffer
+/// ([`Framer::read_from`]), hand each frame to `consume` before reading again.
+/// With a slow `consume` this is the **coupled** reader: the pipe is read only
+/// when the consumer is ready. Returns frames.
+pub fn framer_blocking(mut input: impl Read, mut consume: impl FnMut(&[u8])) -> io::Result<u64> {
+    let mut framer = Framer::new(Config::with_max_frame(MAX_FRAME));
+    let mut frames = 0;
+    loop {
+        let n = framer.read_from(&mut input)?;
+        while let Some(event) = framer.next_event().map_err(unexpected)? {
+            match event {
+                Event::Frame(frame) => {
+                    consume(frame);
+                    frames += 1;
+                }
+                other => return Err(unexpected(other)),
+            }
+        }
+        if n == 0 {
+            return Ok(frames);
+        }
+    }
+}
+
+/// std's `BufReader::read_until(b'\n')` into a reused line buffer, with the
+/// same limit checked per line. Returns frames.
+pub fn read_until(input: impl Read) -> io::Result<u64> {
+    let mut input = BufReader::with_capacity(READ_SIZE, input);
+    let mut line = Vec::new();
+    let mut frames = 0;
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(frames);
+        }
+        if line.pop() != Some(b'\n') || line.len() > MAX_FRAME {
+            return Err(unexpected(format_args!("line of {} bytes", line.len())));
+        }
+        frames += 1;
+    }
+}
+
+/// tokio-util's `FramedRead` with `LinesCodec` (UTF-8 checked, one `String`
+/// per line), limited to [`MAX_FRAME`]. Returns frames.
+pub async fn framed_lines(input: impl AsyncRead + Unpin) -> io::Result<u64> {
+    let mut lines = FramedRead::with_capacity(input, LinesCodec::new_with_max_length(MAX_FRAME), READ_SIZE);
+    let mut frames = 0;
+    while let Some(line) = lines.next().await {
+        line.map_err(unexpected)?;
+        frames += 1;
+    }
+    Ok(frames)
+}
+
+/// The bounded queue between the decoupled reader and its consumer, and how
+/// long the reader may wait for room in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Queue {
+    /// Messages the queue holds.
+    pub capacity: usize,
+    /// How long the reader waits for room once per overload episode before it
+    /// drops; `Duration::ZERO` drops as soon as the queue is full.
+    pub max_wait: Duration,
+}
+
+/// What the decoupled reader did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Frames queued for the consumer.
+    pub delivered: u64,
+    /// Frames dropped because the queue stayed full.
+    pub dropped: u64,
+    /// Time spent waiting for room in the queue.
+    pub waited: Duration,
+}
+
+/// The **decoupled** reader: a tokio task that reads the pipe straight into
+/// the framer's buffer, copies each frame out and offers it to a bounded
+/// queue. It never waits on the consumer for more than `max_wait` per overload
+/// episode: when the queue is still full after that wait it drops the frame,
+/// and keeps dropping without waiting until a frame fits again (the host
+/// transport's `OverloadPolicy::Drop`). Must be called inside a runtime with
+/// time enabled.
+pub fn spawn_decoupled(
+    mut input: impl AsyncRead + Unpin + Send + 'static,
+    queue: Queue,
+) -> (JoinHandle<io::Result<Delivery>>, mpsc::Receiver<Box<[u8]>>) {
+    let (tx, rx) = mpsc::channel::<Box<[u8]>>(queue.capacity);
+    let reader = tokio::spawn(async move {
+        let mut framer = Framer::new(Config::with_max_frame(MAX_FRAME));
+        let mut delivery = Delivery::default();
+        let mut overloaded = false;
+        loop {
+            let n = input.read(framer.spare()).await?;
+            if n == 0 {
+                framer.finish();
+            } else {
+                framer.commit(n);
+            }
+            while let Some(event) = framer.next_event().map_err(unexpected)? {
+                let frame: Box<[u8]> = match event {
+                    Event::Frame(frame) => frame.into(),
+                    other => return Err(unexpected(other)),
+                };
+                let frame = match tx.try_send(frame) {
+                    Ok(()) => {
+                        overloaded = false;
+                        delivery.delivered += 1;
+                        continue;
+                    }
+                    Err(TrySendError::Full(frame)) if !overloaded && !queue.max_wait.is_zero() => frame,
+                    Err(TrySendError::Full(_)) => {
+                        overloaded = true;
+                        delivery.dropped += 1;
+                        continue;
+                    }
+                    Err(TrySendError::Closed(_)) => return Err(unexpected("closed queue")),
+                };
+                let started = Instant::now();
+                let sent = tx.send_timeout(frame, queue.max_wait).await;
+                delivery.waited += started.elapsed();
+                match sent {
+                    Ok(()) => delivery.delivered += 1,
+                    Err(SendTimeoutError::Timeout(_)) => {
+                        overloaded = true;
+                        delivery.dropped += 1;
+                    }
+                    Err(SendTimeoutError::Closed(_)) => return Err(unexpected("closed queue")),
+                }
+            }
+            if n == 0 {
+                return Ok(delivery);
+            }
+        }
+    });
+    (reader, rx)
+}
+
+/// The host transport's reader ([`Reader`]) on its own task over `input`:
+/// framing, envelope classification, one copy per message, and a bounded
+/// queue of `capacity` with [`OverloadPolicy::Drop`] after `max_wait`. Must
+/// be called inside a runtime with time enabled.
+pub fn spawn_host_reader(
+    input: impl AsyncRead + Unpin + Send + 'static,
+    capacity: usize,
+    max_wait: Duration,
+) -> (JoinHandle<ReaderReport>, mpsc::Receiver<Inbound>, Arc<Metrics>) {
+    let (tx, rx) = mpsc::channel(capacity);
+    let config = ReaderConfig {
+        framer: Config::with_max_frame(MAX_FRAME),
+        overload: Overload { policy: OverloadPolicy::Drop, max_wait },
+        ..ReaderConfig::default()
+    };
+    let reader = Reader::new(config, tx);
+    let metrics = reader.metrics();
+    (reader.spawn(input), rx, metrics)
+}
+
+/// Whether a queued item is a message (not a report of something skipped).
+pub fn is_message(item: &Inbound) -> bool {
+    matches!(item, Inbound::Request(_) | Inbound::Notification(_) | Inbound::Response(_))
+}
+
+/// Busy-waits for `time`: a consumer that spends `time` of CPU per message.
+pub fn spin_for(time: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < time {
+        std::hint::spin_loop();
+    }
+}

@@ -1,0 +1,277 @@
+//! Slow consumer: what backpressure costs the server.
+//!
+//! A real child (`pipe_writer`) writes `N` notifications-sized messages (the
+//! ~200 B `request` shape), one `write(2)` per message as a server does, and
+//! reports how long it spent blocked in `write` and how long it took to write
+//! everything. The host's consumer spends `X` µs of CPU per message. Readers:
+//!
+//! * `coupled`: reads the next message only when the consumer is ready (the
+//!   framer in a blocking loop calling the consumer inline);
+//! * `decoupled`: the host transport's reader task
+//!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue to a
+//!   consumer thread, with `OverloadPolicy::Drop` once the queue stays full
+//!   for `max_wait`; run with the host's defaults (queue 256, wait 100 ms)
+//!   and with a wait of zero.
+//!
+//! It prints a Markdown table (the median of three runs per row) and writes
+//! it, with an SVG bar chart of the child's time blocked in `write`, to
+//! `<target>/criterion/slow_consumer/`. Unpinned placement.
+//!
+//! Run: `cargo bench -p mcp-framer-benches --bench slow_consumer`
+//! (`MCP_BENCH_QUICK=1`: fewer messages).
+
+mod readers;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ChildStdout;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mcp_framer::host::ReaderEnd;
+use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
+use tokio::runtime::Runtime;
+
+const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
+
+/// Consumer time per message, µs.
+const COSTS_US: [u64; 3] = [0, 20, 100];
+
+/// Runs per row; the row shows the run with the median time to completion.
+const REPEATS: usize = 3;
+
+/// The host transport's default inbound queue capacity.
+const CAPACITY: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Strategy {
+    Coupled,
+    /// The host reader with this wait bound.
+    Decoupled(Duration),
+}
+
+impl Strategy {
+    const ALL: [Strategy; 3] =
+        [Strategy::Coupled, Strategy::Decoupled(Duration::from_millis(100)), Strategy::Decoupled(Duration::ZERO)];
+
+    fn name(self) -> String {
+        match self {
+            Strategy::Coupled => "coupled".into(),
+            Strategy::Decoupled(wait) => format!("decoupled (queue {CAPACITY}, drop after {wait:?})"),
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    /// The child's time blocked in `write`.
+    blocked: Duration,
+    /// The child's time from first write to last.
+    elapsed: Duration,
+    /// Messages the consumer handled.
+    handled: u64,
+    /// Messages the overload policy dropped.
+    dropped: u64,
+    /// From the start signal until the consumer had handled its last message.
+    host_done: Duration,
+}
+
+fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtime) -> Row {
+    let timeout = Duration::from_secs(60);
+    let fail = |e: String| -> ! { panic!("{} at {cost:?}: {e}", strategy.name()) };
+    match strategy {
+        Strategy::Coupled => {
+            let run = pipe::run(WRITER, writer, timeout, |stdout| {
+                readers::framer_blocking(stdout, |_frame| readers::spin_for(cost))
+            })
+            .unwrap_or_else(|e| fail(e));
+            assert_eq!(run.count, writer.frames, "the coupled reader handles every message");
+            row(&run, run.count, 0, run.elapsed)
+        }
+        Strategy::Decoupled(max_wait) => {
+            let mut consumer = None;
+            let mut delivery = None;
+            let read = |stdout: ChildStdout| {
+                runtime.block_on(async {
+                    let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+                    let (reader, mut queue, metrics) = readers::spawn_host_reader(stdout, CAPACITY, max_wait);
+                    consumer = Some(thread::spawn(move || {
+                        let mut handled = 0;
+                        while let Some(item) = queue.blocking_recv() {
+                            assert!(readers::is_message(&item), "unexpected {item:?}");
+                            readers::spin_for(cost);
+                            handled += 1;
+                        }
+                        (handled, Instant::now())
+                    }));
+                    let report = reader.await.map_err(std::io::Error::other)?;
+                    assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
+                    let metrics = metrics.snapshot();
+                    delivery = Some((metrics.delivered, metrics.overload_dropped));
+                    Ok(metrics.frames)
+                })
+            };
+            let run = pipe::run(WRITER, writer, timeout, read).unwrap_or_else(|e| fail(e));
+            let (handled, done) = consumer.expect("spawned").join().expect("the consumer thread");
+            let (delivered, dropped) = delivery.expect("the reader reported");
+            assert_eq!(run.count, writer.frames, "the reader framed every message");
+            assert_eq!((handled, delivered + dropped), (delivered, writer.frames), "every message handled or dropped");
+            row(&run, handled, dropped, done - run.started)
+        }
+    }
+}
+
+fn row(run: &Run, handled: u64, dropped: u64, host_done: Duration) -> Row {
+    Row { blocked: run.report.write_blocked, elapsed: run.report.elapsed, handled, dropped, host_done }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "{messages} messages of the ~200 B shape, one `write(2)` each, default 64 KiB pipe, unpinned.");
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| consumer µs/msg | reader | child blocked in write (ms) | child time to completion (ms) | handled | dropped | host done (ms) |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|");
+    for (cost, strategy, row) in results {
+        let _ = writeln!(
+            out,
+            "| {cost} | {} | {} | {} | {} | {} | {} |",
+            strategy.name(),
+            ms(row.blocked),
+            ms(row.elapsed),
+            row.handled,
+            row.dropped,
+            ms(row.host_done)
+        );
+    }
+    out
+}
+
+/// A grouped bar chart of the child's time blocked in `write`, one group per
+/// consumer cost, one bar per reader, each bar labelled with its value.
+fn svg(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
+    const COLORS: [&str; 3] = ["#d62728", "#1f77b4", "#2ca02c"];
+    let (width, height, left, top, bottom) = (800.0, 420.0, 70.0, 60.0, 90.0);
+    let plot_h = height - top - bottom;
+    let highest = results.iter().map(|(_, _, r)| r.blocked.as_secs_f64() * 1e3).fold(1.0, f64::max);
+    let step = nice_step(highest / 4.0);
+    let max = (highest / step).ceil() * step * 1.1;
+    let groups = COSTS_US.len() as f64;
+    let per = Strategy::ALL.len() as f64;
+    let group_w = (width - left - 20.0) / groups;
+    let bar_w = group_w * 0.8 / per;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">Server time blocked in write() while the host's consumer is slow ({messages} messages)</text>"#,
+        width / 2.0
+    );
+    let _ = writeln!(
+        out,
+        r#"<text x="18" y="{}" transform="rotate(-90 18 {})" text-anchor="middle">child blocked in write (ms)</text>"#,
+        top + plot_h / 2.0,
+        top + plot_h / 2.0
+    );
+    let base = top + plot_h;
+    let _ = writeln!(out, r#"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="black"/>"#, width - 20.0);
+    let _ = writeln!(out, r#"<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="black"/>"#);
+    for tick in 0..=(max / step) as u32 {
+        let value = step * f64::from(tick);
+        let y = base - value / max * plot_h;
+        let _ = writeln!(out, r#"<text x="{}" y="{}" text-anchor="end">{value:.0}</text>"#, left - 6.0, y + 4.0);
+        let _ = writeln!(out, r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##, width - 20.0);
+    }
+    for (g, cost) in COSTS_US.iter().enumerate() {
+        let x0 = left + group_w * g as f64 + group_w * 0.1;
+        for (b, strategy) in Strategy::ALL.iter().enumerate() {
+            let Some((_, _, row)) = results.iter().find(|(c, s, _)| c == cost && s == strategy) else { continue };
+            let value = row.blocked.as_secs_f64() * 1e3;
+            let h = value / max * plot_h;
+            let x = x0 + bar_w * b as f64;
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"/>"#,
+                base - h,
+                bar_w - 4.0,
+                COLORS[b]
+            );
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{value:.1}</text>"#,
+                x + (bar_w - 4.0) / 2.0,
+                base - h - 4.0
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">consumer {cost} µs/msg</text>"#,
+            x0 + group_w * 0.4,
+            base + 20.0
+        );
+    }
+    for (b, strategy) in Strategy::ALL.iter().enumerate() {
+        let y = base + 45.0 + 18.0 * (b as f64 / 2.0).floor();
+        let x = left + 340.0 * (b % 2) as f64;
+        let _ = writeln!(out, r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/>"#, y - 11.0, COLORS[b]);
+        let _ = writeln!(out, r#"<text x="{}" y="{y}">{}</text>"#, x + 18.0, strategy.name());
+    }
+    let _ = writeln!(out, "</svg>");
+    out
+}
+
+/// The smallest of 1, 2 or 5 times a power of ten that is at least `raw`.
+fn nice_step(raw: f64) -> f64 {
+    let magnitude = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * magnitude).find(|&step| step >= raw).unwrap_or(raw)
+}
+
+/// `<target>/criterion/slow_consumer`, next to criterion's reports (the
+/// bench runs from `<target>/<profile>/deps/`).
+fn output_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("criterion").join("slow_consumer"))
+}
+
+fn main() {
+    let quick = mcp_framer_benches::shapes::quick();
+    let messages = if quick { 2_000 } else { 10_000 };
+    let base = Writer::with_total(Shape::Request, 0, 0);
+    let writer = Writer { frames: messages, write_size: base.line_len, ..base };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+
+    let mut results = Vec::new();
+    for cost_us in COSTS_US {
+        let cost = Duration::from_micros(cost_us);
+        for strategy in Strategy::ALL {
+            let mut runs: Vec<Row> = (0..REPEATS).map(|_| measure(strategy, cost, &writer, &runtime)).collect();
+            runs.sort_by_key(|row| row.elapsed);
+            let row = runs[REPEATS / 2];
+            eprintln!("slow_consumer: {cost_us} µs/msg, {}: {row:?}", strategy.name());
+            results.push((cost_us, strategy, row));
+        }
+    }
+    let table = table(messages, &results);
+    println!("{table}");
+    if let Some(dir) = output_dir() {
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("table.md"), &table))
+            .and_then(|()| std::fs::write(dir.join("blocked.svg"), svg(messages, &results)));
+        match written {
+            Ok(()) => println!("table and plot: {}", dir.display()),
+            Err(e) => eprintln!("slow_consumer: cannot write to {}: {e}", dir.display()),
+        }
+    }
+}
