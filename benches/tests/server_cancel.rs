@@ -221,3 +221,20 @@ fn late_unknown_and_malformed_cancels_are_harmless() {
     assert_eq!(done.report["cancels"]["malformed"], 3);
     assert_eq!(done.report["malformed"], 0, "a malformed cancel is ignored, not answered");
 }
+
+/// Not a cancellation, the same guarantee: a handler that returns while its
+/// child process (handle leaked) and a task are still running does not leave
+/// them behind; the request's scope stops them when the handler returns.
+#[test]
+fn producers_do_not_outlive_their_request() {
+    let mut server = Fixture::start(&[]);
+    server.call(1, "leak", json!({}));
+    let response = server.response(1, WAIT);
+    let pid: u32 = response["result"]["content"][0]["text"].as_str().unwrap().parse().unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()),
+        "the leaked child {pid} is still alive"
+    );
+    let done = server.finish();
+    assert!(done.status.success());
+}

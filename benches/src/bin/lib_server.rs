@@ -27,6 +27,8 @@
 //! * `slow_read` (`addr`, `max_bytes` = 1 MiB): connects to `addr` over TCP
 //!   and reads byte by byte until EOF (an abortable remote operation); logs
 //!   `connected`; answers with the byte count.
+//! * `leak`: spawns `sleep 30` in a process group and leaks its handle, leaves
+//!   a task running, and answers with the child's pid at once.
 //! * `big` (`bytes` = 8 MiB): one text block of `bytes` `'x'`.
 //! * `search` (`query` = "", `count` = 1000, `cursor`, `max_items` = 50,
 //!   `max_bytes` = 8192, `known_total` = true): a budgeted listing of `count`
@@ -132,6 +134,19 @@ async fn slow_read(call: Call) -> Result<ToolResult, RpcError> {
     Ok(ToolResult::text(format!("read {count} bytes")))
 }
 
+async fn leak(call: Call) -> Result<ToolResult, RpcError> {
+    started(&call)?;
+    let mut command = tokio::process::Command::new("sleep");
+    command.arg("30").stdin(Stdio::null());
+    let child = call.spawn_child(&mut command).map_err(RpcError::internal)?;
+    let pid = child.id().unwrap_or(0);
+    // A careless handler: the child handle is leaked (never dropped, never
+    // waited) and a task is left running. The request's scope still owns both.
+    std::mem::forget(child);
+    call.scope().spawn_task(std::future::pending::<()>());
+    Ok(ToolResult::text(format!("{pid}")))
+}
+
 async fn big(call: Call) -> Result<ToolResult, RpcError> {
     let args = started(&call)?;
     Ok(ToolResult::text("x".repeat(arg_u64(&args, "bytes", 8 << 20) as usize)))
@@ -201,6 +216,7 @@ fn server(config: ServerConfig) -> Server {
         .tool(tool("subprocess", "Run `script` in a process group"), subprocess)
         .tool(tool("capture", "Run `script` under bounded capture"), capture)
         .tool(tool("slow_read", "Read from `addr` byte by byte"), slow_read)
+        .tool(tool("leak", "Leak a child process and a task, then return"), leak)
         .tool(tool("big", "Return `bytes` bytes of text"), big)
         .tool(tool("search", "Budgeted listing with cursors"), search)
         .tool(tool("preview", "Bounded preview of a body"), preview)

@@ -14,6 +14,9 @@
 //!   ([`Scope::spawn_child`] returns an error) or stopped at once.
 //! * A [`ScopedChild`] dropped before it was reaped has its group killed and is
 //!   reaped by a background task, so no zombie is left behind.
+//! * [`Scope::stop_producers`] does the killing and aborting without
+//!   cancelling the token; the server calls it when a request's handler
+//!   returns, so a request's producers never outlive it.
 
 use std::fmt;
 use std::future::Future;
@@ -176,6 +179,13 @@ impl Scope {
     /// aborts every task started through this scope. Idempotent.
     pub fn cancel(&self) {
         self.token.cancel();
+        self.stop_producers();
+    }
+
+    /// Kills every live child process group and aborts every task started
+    /// through this scope, without cancelling the token: what the server does
+    /// when a request ends, so that its producers never outlive it.
+    pub fn stop_producers(&self) {
         let (groups, tasks) = {
             let mut producers = self.lock();
             (std::mem::take(&mut producers.groups), std::mem::take(&mut producers.tasks))
@@ -326,11 +336,10 @@ impl ScopedChild {
 
 impl Drop for ScopedChild {
     fn drop(&mut self) {
+        let Some(pgid) = self.pgid else { return }; // reaped
         let Some(mut child) = self.child.take() else { return };
-        if self.pgid.is_none() {
-            return; // reaped
-        }
-        self.kill_group();
+        // Not reaped: the leader's pid still names this group.
+        kill_group(pgid);
         self.forget_group();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
@@ -344,5 +353,77 @@ impl Drop for ScopedChild {
 impl fmt::Debug for ScopedChild {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ScopedChild").field("pid", &self.id()).field("group_owned", &self.pgid.is_some()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    fn alive(pid: u32) -> bool {
+        // A killed child that is not reaped yet is a zombie ("Z").
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat[stat.rfind(')').unwrap() + 2..].split(' ').next() != Some("Z"))
+    }
+
+    #[test]
+    fn a_cancel_before_the_wait_still_wakes_it() {
+        runtime().block_on(async {
+            let token = CancelToken::new();
+            token.cancel();
+            token.cancel();
+            tokio::time::timeout(Duration::from_secs(5), token.cancelled()).await.expect("already cancelled");
+            assert_eq!(token.run_until_cancelled(std::future::ready(1)).await, None, "cancellation wins");
+        });
+    }
+
+    #[test]
+    fn cancelling_a_scope_aborts_its_tasks_and_refuses_new_work() {
+        runtime().block_on(async {
+            let scope = Scope::new();
+            let task = scope.spawn_task(std::future::pending::<()>());
+            scope.cancel();
+            assert!(task.await.unwrap_err().is_cancelled());
+            let late = scope.spawn_task(std::future::pending::<()>());
+            assert!(late.await.unwrap_err().is_cancelled(), "aborted at once");
+            let refused = scope.spawn_child(Command::new("true").stdin(std::process::Stdio::null()));
+            assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::Interrupted);
+        });
+    }
+
+    #[test]
+    fn stopping_producers_leaves_the_token_alone() {
+        runtime().block_on(async {
+            let scope = Scope::new();
+            let mut child = scope.spawn_child(Command::new("sleep").arg("30")).unwrap();
+            let task = scope.spawn_task(std::future::pending::<()>());
+            scope.stop_producers();
+            assert!(!scope.is_cancelled());
+            assert!(task.await.unwrap_err().is_cancelled());
+            assert!(!child.wait().await.unwrap().success(), "killed");
+        });
+    }
+
+    #[test]
+    fn dropping_an_unreaped_child_kills_and_reaps_it() {
+        runtime().block_on(async {
+            let scope = Scope::new();
+            let child = scope.spawn_child(Command::new("sleep").arg("30")).unwrap();
+            let pid = child.id().unwrap();
+            assert!(alive(pid));
+            drop(child);
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                assert!(std::time::Instant::now() < deadline, "child {pid} not reaped");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(format!("{scope:?}").contains("groups: 0"), "forgotten once reaped: {scope:?}");
+        });
     }
 }

@@ -143,6 +143,8 @@ impl Supervisor {
         scope.adopt_task(handle.abort_handle());
         let outcome = handle.await;
         drop(permit);
+        // Whatever the handler left running (tasks, child groups) ends with it.
+        scope.stop_producers();
         let max = self.outbox.max_frame();
         let frame = match outcome {
             Ok(Ok(result)) => encode_response(&id, &result, max),

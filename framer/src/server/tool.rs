@@ -150,8 +150,9 @@ impl Tool {
 /// shortcuts here) is owned by the request: when a `notifications/cancelled`
 /// arrives while it runs, the token is cancelled, child process groups are
 /// killed, tasks are aborted, and the handler's own future is dropped at its
-/// next `.await`. A handler doing blocking work should check
-/// [`token`](Call::token) between steps.
+/// next `.await`. When the handler returns, whatever it started through the
+/// scope and left running is stopped too. A handler doing blocking work
+/// should check [`token`](Call::token) between steps.
 pub struct Call {
     pub(crate) id: OwnedId,
     pub(crate) tool: Arc<str>,
