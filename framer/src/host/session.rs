@@ -358,13 +358,13 @@ impl PendingRequest {
                     .unwrap_or_else(|| Arc::new(Closed::new(CloseReason::Shutdown, None, String::new()))),
             )),
             Err(_) => {
-                bump(&self.shared.metrics.timeouts);
                 let reason = format!("timed out after {:?}", self.timeout);
                 let cancellation_sent = self.shared.give_up(self.id, &reason);
                 // The response may have raced in just before giving up.
                 if let Ok(outcome) = self.outcome.try_recv() {
                     return outcome;
                 }
+                bump(&self.shared.metrics.timeouts);
                 Err(RequestError::TimedOut { method: self.method.clone(), after: self.timeout, cancellation_sent })
             }
         }
