@@ -206,7 +206,7 @@ impl Framer {
     }
 
     /// Lends spare space in the framer's buffer for one read: at least
-    /// [`Config::read_size`] bytes. Read into it, then [`commit`](Framer::commit)
+    /// [`Config::read_size`](Config#structfield.read_size) bytes. Read into it, then [`commit`](Framer::commit)
     /// the number of bytes read.
     ///
     /// # Panics
