@@ -139,3 +139,25 @@ fn stdin_eof_finishes_short_work_and_cancels_the_rest() {
     assert_eq!(done.report["cancelled_at_shutdown"], 1);
     assert!(eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()), "child group {pid} killed");
 }
+
+/// At stdin EOF with a host that has stopped draining stdout, the flush is
+/// bounded too: the server gives up after the grace period, says how many
+/// frames it could not flush, and exits. The host's framer then reports the
+/// unfinished frame as truncated, never as a frame.
+#[test]
+fn stdin_eof_exits_within_the_bound_when_stdout_is_not_drained() {
+    let mut server = Fixture::start_paused(&["--grace-ms", "300"]);
+    server.call(1, "big", json!({"bytes": 4 << 20}));
+    assert!(server.first_stdout_read(2 * WAIT) > 0);
+    let closed = Instant::now();
+    server.close_stdin();
+    let status = server.wait_exit(WAIT).expect("exited although stdout was never drained");
+    assert!(status.success(), "{status:?}");
+    assert!(closed.elapsed() < Duration::from_secs(3), "took {:?}", closed.elapsed());
+    let done = server.finish();
+    assert_eq!(done.report["unflushed_frames"], 1, "{}", done.report);
+    assert!(done.stderr.contains("stdout not drained within the shutdown grace"), "{}", done.stderr);
+    assert_eq!(done.frames.len(), 1);
+    let truncated = done.frames[0].value.as_ref().unwrap_err();
+    assert!(truncated.starts_with("Truncated"), "{truncated}");
+}

@@ -262,6 +262,7 @@ fn report_json(report: &ServeReport) -> Value {
         "frames_out": report.frames_out,
         "bytes_out": report.bytes_out,
         "replies_dropped": report.replies_dropped,
+        "unflushed_frames": report.unflushed_frames,
         "frames_in": report.framer.frames,
         "bytes_in": report.framer.bytes_in,
         "error": report.error,

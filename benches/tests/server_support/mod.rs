@@ -299,6 +299,26 @@ impl Fixture {
         let _ = self.resume.take().expect("paused fixture").send(());
     }
 
+    /// Closes stdin (EOF for the server) without waiting for anything.
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Waits up to `timeout` for the fixture to exit, whether or not its
+    /// stdout is being read; `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.lock().unwrap().try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Closes stdin, waits for the fixture to exit (within the watchdog) and
     /// collects everything.
     pub fn finish(mut self) -> Finished {

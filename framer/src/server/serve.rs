@@ -24,8 +24,13 @@
 //!   `OversizePolicy::Fail`) the loop stops reading, lets in-flight requests
 //!   finish for at most [`ServerConfig::shutdown_grace`](super::ServerConfig::shutdown_grace),
 //!   cancels the rest (their process groups are killed), flushes the writer
-//!   (again within the grace period) and returns its [`ServeReport`]. If
-//!   stdout fails, the host is gone: everything is cancelled at once.
+//!   (again within the grace period) and returns its [`ServeReport`]. A host
+//!   that has stopped draining stdout by then cannot hold the server: the
+//!   flush is abandoned at the deadline, the frame being written stays
+//!   unfinished (bytes cannot be retracted; the host's framer reports it as
+//!   truncated) and [`ServeReport::unflushed_frames`] counts what was not
+//!   written. If stdout fails, the host is gone: everything is cancelled at
+//!   once.
 
 use std::borrow::Cow;
 use std::fs::File;
