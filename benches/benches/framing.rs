@@ -9,6 +9,10 @@
 //!
 //! * `memchr_count`: `memchr_iter(b'\n', ..).count()` over the whole stream at
 //!   once, no chunks, no frames: the scan limit.
+//! * `copy_count`: each chunk copied into one 64 KiB scratch buffer (the
+//!   stand-in for `read(2)`, as below), then `memchr`-counted there: the
+//!   limit for read-into with a simulated read. Not a reachable one for
+//!   large frames, whose bytes must stay contiguous in a large buffer.
 //! * `read_into`: this framer in read-into mode. Each chunk is copied into
 //!   `Framer::spare()`: that memcpy is the stand-in for `read(2)`, which would
 //!   copy the pipe's bytes there in a real transport. Then `commit` and drain
@@ -26,15 +30,22 @@
 //! loop, that it found exactly the stream's frame count. Both framer modes use
 //! the default `Config` (16 MiB limit). Throughput is the stream's bytes.
 //!
+//! Criterion measures wall-clock time; with `MCP_BENCH_CLOCK=cpu` it measures
+//! the thread's CPU time instead (see `support/cpu_time.rs`).
+//!
 //! Run: `cargo bench -p mcp-framer-benches --bench framing`, or through
 //! `scripts/bench-report`, which prints the ratios against the targets.
+
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::measurement::Measurement;
+use criterion::{Criterion, SamplingMode, Throughput};
 use mcp_framer::{Config, DEFAULT_MAX_FRAME, Event, Framer};
 use mcp_framer_benches::shapes::{
     PIPE_READ as CHUNK, large_text_result, quick, stream, tools_call_request, tools_list_result,
@@ -67,6 +78,16 @@ fn count(event: Event<&[u8]>, frames: &mut u64) {
         }
         other => panic!("unexpected event {other:?}"),
     }
+}
+
+fn copy_count(scratch: &mut [u8], stream: &[u8]) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        let read = &mut scratch[..chunk.len()];
+        read.copy_from_slice(chunk);
+        frames += memchr::memchr_iter(b'\n', black_box(&*read)).count() as u64;
+    }
+    frames
 }
 
 fn read_into(framer: &mut Framer, stream: &[u8]) -> u64 {
@@ -181,7 +202,7 @@ fn whole_chars(bytes: &[u8]) -> usize {
     }
 }
 
-fn framing(c: &mut Criterion) {
+fn framing<M: Measurement>(c: &mut Criterion<M>) {
     for shape in shapes() {
         let (bytes, frames) = (&shape.bytes[..], shape.frames);
         let mut group = c.benchmark_group(format!("framing_{}", shape.name));
@@ -190,6 +211,8 @@ fn framing(c: &mut Criterion) {
         group.bench_function("memchr_count", |b| {
             b.iter(|| assert_eq!(memchr::memchr_iter(b'\n', black_box(bytes)).count() as u64, frames))
         });
+        let mut scratch = vec![0; CHUNK];
+        group.bench_function("copy_count", |b| b.iter(|| assert_eq!(copy_count(&mut scratch, bytes), frames)));
         let mut framer = Framer::new(Config::default());
         group.bench_function("read_into", |b| b.iter(|| assert_eq!(read_into(&mut framer, bytes), frames)));
         let mut framer = Framer::new(Config::default());
@@ -207,14 +230,18 @@ fn framing(c: &mut Criterion) {
     }
 }
 
-fn config() -> Criterion {
-    let c = Criterion::default();
-    if quick() { c.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)) } else { c }
+fn run<M: Measurement>(c: Criterion<M>) {
+    let mut c =
+        if quick() { c.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)) } else { c };
+    c = c.configure_from_args();
+    framing(&mut c);
+    c.final_summary();
 }
 
-criterion_group! {
-    name = benches;
-    config = config();
-    targets = framing
+fn main() {
+    if cpu_time::requested() {
+        run(Criterion::default().with_measurement(cpu_time::ThreadCpuTime))
+    } else {
+        run(Criterion::default())
+    }
 }
-criterion_main!(benches);
