@@ -62,12 +62,13 @@
 
 use std::borrow::Cow;
 
-use serde::de::IgnoredAny;
-use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+
+use scan::ScanError;
 
 mod error;
 mod id;
+mod scan;
 #[cfg(feature = "simd")]
 mod simd;
 #[cfg(test)]
@@ -186,95 +187,62 @@ pub fn parse(frame: &[u8]) -> Result<Message<'_>, EnvelopeError> {
     let text = std::str::from_utf8(frame).map_err(|e| {
         EnvelopeError::new(EnvelopeErrorKind::InvalidUtf8, format!("invalid byte at offset {}", e.valid_up_to()))
     })?;
-    if first_non_space(text.as_bytes()) != Some(b'{') {
-        return Err(non_object(text));
-    }
-    let fields: RawFields<'_> = match serde_json::from_str(text) {
-        Ok(fields) => fields,
-        Err(e) if e.is_data() => {
-            // Only a duplicate key gets here; the rest of the frame may still
-            // be broken, and broken JSON is reported as such.
-            if let Err(syntax) = serde_json::from_str::<IgnoredAny>(text) {
-                return Err(malformed(&syntax));
-            }
-            return Err(EnvelopeError::new(EnvelopeErrorKind::InvalidShape, e.to_string()));
+    let top = scan::top_level(text).map_err(|e| match e {
+        ScanError::Malformed(at) if at >= text.len() => {
+            EnvelopeError::new(EnvelopeErrorKind::Malformed, "unexpected end of the frame")
         }
-        Err(e) => return Err(malformed(&e)),
-    };
+        ScanError::Malformed(at) => {
+            EnvelopeError::new(EnvelopeErrorKind::Malformed, format!("invalid JSON at offset {at}"))
+        }
+        ScanError::NotAnObject => EnvelopeError::new(EnvelopeErrorKind::NotAnObject, not_an_object(text)),
+    })?;
+    if let Some(key) = top.duplicate {
+        return Err(EnvelopeError::new(EnvelopeErrorKind::InvalidShape, format!("duplicate field `{key}`")));
+    }
+    let [jsonrpc, id, method, params, result, error] = top.values;
     let routing = Fields {
-        version_ok: fields.jsonrpc.is_some_and(|v| version_is_2_0(v.get())),
-        id: id_field(fields.id),
-        method: method_field(fields.method),
-        has_result: fields.result.is_some(),
-        has_error: fields.error.is_some(),
+        version_ok: jsonrpc.is_some_and(version_is_2_0),
+        id: id_field(id),
+        method: method_field(method),
+        has_result: result.is_some(),
+        has_error: error.is_some(),
     };
     let routed = route(routing)?;
-    Ok(match (routed.kind, fields.result, fields.error) {
-        (Kind::Request, ..) => Message::Request {
+    Ok(match routed.kind {
+        Kind::Request => Message::Request {
             id: routed.id.expect("routed request has an id"),
             method: routed.method.expect("routed request has a method"),
-            params: fields.params,
+            params: raw(params)?,
         },
-        (Kind::Notification, ..) => Message::Notification {
+        Kind::Notification => Message::Notification {
             method: routed.method.expect("routed notification has a method"),
-            params: fields.params,
+            params: raw(params)?,
         },
-        (Kind::Response, Some(result), _) => {
-            Message::Response { id: routed.id.expect("routed response has an id"), result }
+        Kind::Response => Message::Response {
+            id: routed.id.expect("routed response has an id"),
+            result: raw(result)?.expect("routed response has a result"),
+        },
+        Kind::ErrorResponse => {
+            Message::ErrorResponse { id: routed.id, error: raw(error)?.expect("routed error response has an error") }
         }
-        (Kind::ErrorResponse, _, Some(error)) => Message::ErrorResponse { id: routed.id, error },
-        _ => unreachable!("route() only returns kinds whose payload is present"),
     })
 }
 
-/// The top-level object, with every known key kept raw. A key is `Some`
-/// when present, even with a `null` value.
-#[derive(Deserialize)]
-struct RawFields<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    error: Option<&'a RawValue>,
+/// Names the type of a top-level value that is not an object.
+fn not_an_object(text: &str) -> String {
+    let what = match text.trim_start_matches([' ', '\t', '\r', '\n']).as_bytes().first() {
+        Some(b'[') => "an array (batches are not supported)",
+        Some(b'"') => "a string",
+        Some(b'n') => "null",
+        Some(b't' | b'f') => "a boolean",
+        _ => "a number",
+    };
+    format!("top-level value is {what}")
 }
 
-/// `Some(raw)` for any present value, `null` included (serde's `Option`
-/// would turn `null` into `None`).
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&'de RawValue>::deserialize(deserializer).map(Some)
-}
-
-fn first_non_space(bytes: &[u8]) -> Option<u8> {
-    bytes.iter().copied().find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-}
-
-/// The error for a frame that does not start with `{`: valid JSON of another
-/// type, or not JSON.
-fn non_object(text: &str) -> EnvelopeError {
-    match serde_json::from_str::<IgnoredAny>(text) {
-        Ok(_) => {
-            let what = match first_non_space(text.as_bytes()) {
-                Some(b'[') => "an array (batches are not supported)",
-                Some(b'"') => "a string",
-                Some(b'n') => "null",
-                Some(b't' | b'f') => "a boolean",
-                _ => "a number",
-            };
-            EnvelopeError::new(EnvelopeErrorKind::NotAnObject, format!("top-level value is {what}"))
-        }
-        Err(e) => malformed(&e),
-    }
-}
-
-fn malformed(e: &serde_json::Error) -> EnvelopeError {
-    EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string())
+/// The payload's `&RawValue` (see [`scan::raw_value`]).
+fn raw(json: Option<&str>) -> Result<Option<&RawValue>, EnvelopeError> {
+    json.map(scan::raw_value).transpose().map_err(|e| EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string()))
 }
 
 fn version_is_2_0(raw: &str) -> bool {
@@ -282,7 +250,7 @@ fn version_is_2_0(raw: &str) -> bool {
 }
 
 /// The content of a JSON string literal (`raw` starts and ends with `"` and
-/// was validated by serde_json), borrowed unless it has escapes. `None` if an
+/// was validated by the scanner), borrowed unless it has escapes. `None` if an
 /// escape encodes a lone surrogate.
 fn decode_string(raw: &str) -> Option<Cow<'_, str>> {
     let inner = &raw[1..raw.len() - 1];
@@ -293,9 +261,8 @@ fn decode_string(raw: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-fn id_field(raw: Option<&RawValue>) -> IdField<'_> {
-    let Some(raw) = raw else { return IdField::Absent };
-    let text = raw.get();
+fn id_field(json: Option<&str>) -> IdField<'_> {
+    let Some(text) = json else { return IdField::Absent };
     match text.as_bytes().first() {
         Some(b'"') => decode_string(text).map_or(IdField::Invalid, |s| IdField::Valid(Id::Str(s))),
         Some(b'n') => IdField::Null,
@@ -306,9 +273,8 @@ fn id_field(raw: Option<&RawValue>) -> IdField<'_> {
     }
 }
 
-fn method_field(raw: Option<&RawValue>) -> MethodField<'_> {
-    let Some(raw) = raw else { return MethodField::Absent };
-    let text = raw.get();
+fn method_field(json: Option<&str>) -> MethodField<'_> {
+    let Some(text) = json else { return MethodField::Absent };
     if text.starts_with('"') {
         decode_string(text).map_or(MethodField::Invalid, MethodField::Str)
     } else {

@@ -1,0 +1,434 @@
+//! A validating JSON scanner: finds the top-level object's keys and value
+//! spans, and checks the JSON grammar of everything else without building
+//! anything.
+//!
+//! It accepts exactly what serde_json accepts (RFC 8259: no trailing
+//! commas, no leading zeros, no raw control characters in strings, any
+//! nesting depth), on text already known to be UTF-8. A `\u` escape is
+//! checked for its four hex digits only: a lone surrogate is grammatical
+//! JSON, as in serde_json's raw values. Errors are the byte offset where the
+//! text stopped being JSON.
+//!
+//! It exists because the envelope's cost is this scan: serde_json's own skip
+//! (`IgnoredAny`, `&RawValue`) spends about 1.4 times as many instructions
+//! on the benches' shapes, mostly per short string and per escape.
+
+use serde::Deserialize;
+use serde::de::value::{BorrowedStrDeserializer, Error as ValueError, MapDeserializer};
+use serde_json::value::RawValue;
+
+/// The keys that route a message, in the order of [`TopLevel::values`].
+pub(crate) const KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+/// The top-level object of a frame.
+#[derive(Debug, Default)]
+pub(crate) struct TopLevel<'a> {
+    /// The JSON text of each of [`KEYS`] present, without surrounding
+    /// whitespace.
+    pub(crate) values: [Option<&'a str>; 6],
+    /// The first of [`KEYS`] that appeared twice.
+    pub(crate) duplicate: Option<&'static str>,
+}
+
+/// Why [`top_level`] refused a text.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ScanError {
+    /// Not JSON: the offset where it stopped being JSON.
+    Malformed(usize),
+    /// One JSON value, but not an object.
+    NotAnObject,
+}
+
+/// Scans `text`, which must be exactly one JSON object with optional
+/// surrounding whitespace, and returns the spans of its routing keys.
+pub(crate) fn top_level(text: &str) -> Result<TopLevel<'_>, ScanError> {
+    let b = text.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        let end = skip_value(b, i).map_err(ScanError::Malformed)?;
+        return match skip_ws(b, end) {
+            end if end == b.len() => Err(ScanError::NotAnObject),
+            end => Err(ScanError::Malformed(end)),
+        };
+    }
+    let mut top = TopLevel::default();
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            let (key, after_colon) = key(b, i).map_err(ScanError::Malformed)?;
+            let start = skip_ws(b, after_colon);
+            let end = skip_value(b, start).map_err(ScanError::Malformed)?;
+            if let Some(slot) = known_key(&text[key.clone()]) {
+                if top.values[slot].is_some() {
+                    top.duplicate = top.duplicate.or(Some(KEYS[slot]));
+                }
+                top.values[slot] = Some(&text[start..end]);
+            }
+            i = skip_ws(b, end);
+            match b.get(i) {
+                Some(b',') => i = skip_ws(b, i + 1),
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return Err(ScanError::Malformed(i)),
+            }
+        }
+    }
+    match skip_ws(b, i) {
+        end if end == b.len() => Ok(top),
+        end => Err(ScanError::Malformed(end)),
+    }
+}
+
+/// Which of [`KEYS`] a key's raw content (between its quotes) names,
+/// comparing after unescaping.
+fn known_key(raw: &str) -> Option<usize> {
+    if raw.contains('\\') {
+        let decoded: String = serde_json::from_str(&format!("\"{raw}\"")).ok()?;
+        KEYS.iter().position(|k| *k == decoded)
+    } else {
+        KEYS.iter().position(|k| *k == raw)
+    }
+}
+
+/// A `&RawValue` borrowing `json`, which [`skip_value`] has validated.
+///
+/// serde_json builds a borrowed `&RawValue` from a deserializer that hands
+/// over a map with one entry: its private `RawValue` token and the borrowed
+/// JSON text, which it does not parse again. This relies on that protocol
+/// (serde_json 1.0.x); should it ever change, the JSON is handed to
+/// serde_json to parse instead (slower, same result), and the test
+/// `raw_value_uses_serde_json_protocol` fails.
+pub(crate) fn raw_value(json: &str) -> Result<&RawValue, serde_json::Error> {
+    const TOKEN: &str = "$serde_json::private::RawValue";
+    let entry = core::iter::once((TOKEN, BorrowedStrDeserializer::<ValueError>::new(json)));
+    match <&RawValue>::deserialize(MapDeserializer::new(entry)) {
+        Ok(raw) => Ok(raw),
+        Err(_) => serde_json::from_str(json),
+    }
+}
+
+/// The index of the first non-whitespace byte at or after `i`.
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// A key at `i` (a string), whitespace, and a `:`: returns the range of the
+/// key's raw content and the index after the colon.
+fn key(b: &[u8], i: usize) -> Result<(core::ops::Range<usize>, usize), usize> {
+    if b.get(i) != Some(&b'"') {
+        return Err(i);
+    }
+    let end = skip_string(b, i + 1)?;
+    let colon = skip_ws(b, end);
+    if b.get(colon) != Some(&b':') {
+        return Err(colon);
+    }
+    Ok((i + 1..end - 1, colon + 1))
+}
+
+/// Validates one JSON value starting at `i` and returns the index after it.
+/// Iterative: nesting depth costs one bit per level, not stack frames.
+pub(crate) fn skip_value(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    let mut open = Nesting::default();
+    'value: loop {
+        match b.get(i) {
+            Some(b'"') => i = skip_string(b, i + 1)?,
+            Some(b'{') => {
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b'}') {
+                    i += 1;
+                } else {
+                    open.push(true);
+                    i = skip_ws(b, key(b, i)?.1);
+                    continue 'value;
+                }
+            }
+            Some(b'[') => {
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b']') {
+                    i += 1;
+                } else {
+                    open.push(false);
+                    continue 'value;
+                }
+            }
+            Some(b't') => i = literal(b, i, b"true")?,
+            Some(b'f') => i = literal(b, i, b"false")?,
+            Some(b'n') => i = literal(b, i, b"null")?,
+            Some(b'-' | b'0'..=b'9') => i = skip_number(b, i)?,
+            _ => return Err(i),
+        }
+        // After a value: close containers until one continues with a comma.
+        loop {
+            let Some(object) = open.top() else { return Ok(i) };
+            i = skip_ws(b, i);
+            match b.get(i) {
+                Some(b',') => {
+                    i = skip_ws(b, i + 1);
+                    if object {
+                        i = skip_ws(b, key(b, i)?.1);
+                    }
+                    continue 'value;
+                }
+                Some(b'}') if object => open.pop(),
+                Some(b']') if !object => open.pop(),
+                _ => return Err(i),
+            }
+            i += 1;
+        }
+    }
+}
+
+/// Open containers, innermost last: `true` for an object. The first 64
+/// levels live in a word; deeper ones spill to the heap.
+#[derive(Default)]
+struct Nesting {
+    depth: usize,
+    word: u64,
+    spill: Vec<bool>,
+}
+
+impl Nesting {
+    fn push(&mut self, object: bool) {
+        if self.depth < 64 {
+            self.word = (self.word & !(1 << self.depth)) | (u64::from(object) << self.depth);
+        } else {
+            self.spill.push(object);
+        }
+        self.depth += 1;
+    }
+
+    fn top(&self) -> Option<bool> {
+        match self.depth {
+            0 => None,
+            1..=64 => Some(self.word >> (self.depth - 1) & 1 == 1),
+            _ => self.spill.last().copied(),
+        }
+    }
+
+    fn pop(&mut self) {
+        if self.depth > 64 {
+            self.spill.pop();
+        }
+        self.depth -= 1;
+    }
+}
+
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize, usize> {
+    if b.get(i..i + word.len()) == Some(word) { Ok(i + word.len()) } else { Err(i) }
+}
+
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?` at `i`.
+fn skip_number(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    let digits = |mut i: usize| {
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(i + 1),
+        _ => return Err(i),
+    }
+    if b.get(i) == Some(&b'.') {
+        if !b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            return Err(i + 1);
+        }
+        i = digits(i + 1);
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        if !b.get(i).is_some_and(u8::is_ascii_digit) {
+            return Err(i);
+        }
+        i = digits(i);
+    }
+    Ok(i)
+}
+
+/// The rest of a string whose opening quote is before `i`: returns the
+/// index after its closing quote.
+fn skip_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    loop {
+        i = skip_plain(b, i);
+        match b.get(i) {
+            Some(b'"') => return Ok(i + 1),
+            Some(b'\\') => match b.get(i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                Some(b'u') => match b.get(i + 2..i + 6) {
+                    Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => i += 6,
+                    _ => return Err(i),
+                },
+                _ => return Err(i),
+            },
+            // A control character, or the end of the text.
+            _ => return Err(i),
+        }
+    }
+}
+
+/// The index of the first byte at or after `i` that is `"`, `\` or a
+/// control character (or the end of `b`). Eight bytes at a time: in each
+/// mask below, the lowest set bit marks the first matching byte exactly
+/// (higher bits may be false positives, and are never used).
+fn skip_plain(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        let special = (word.wrapping_sub(ONES * 0x20) & !word
+            | quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash)
+            & HIGH;
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&byte) = b.get(i) {
+        if byte == b'"' || byte == b'\\' || byte < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scanner's verdict on a whole text: one JSON value.
+    fn valid(text: &str) -> bool {
+        let b = text.as_bytes();
+        skip_value(b, skip_ws(b, 0)).is_ok_and(|end| skip_ws(b, end) == b.len())
+    }
+
+    fn serde_valid(text: &str) -> bool {
+        serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+    }
+
+    #[test]
+    fn scanner_accepts_exactly_what_serde_json_accepts() {
+        let seeds = [
+            r#"{"a":[true,false,null,1,-2.5e3,"x\u00e9\n"],"b":{"c":0},"d":"0123456789abcdef\"\\"}"#,
+            r#"[-0.0e-0,0,1E+5,10,[],{},[{}],{"k":[]}]"#,
+            " { \"k\" : \"v\" , \"e\" : { } , \"f\" : [ ] } ",
+            r#""\ud800\b\f\r\t\/ été 🦀""#,
+        ];
+        let mut checked = 0;
+        for seed in seeds {
+            assert!(valid(seed) && serde_valid(seed), "{seed}");
+            for at in 0..=seed.len() {
+                for byte in 0..=255u8 {
+                    for replace in [false, true] {
+                        let mut bytes = seed.as_bytes().to_vec();
+                        match (replace, at < bytes.len()) {
+                            (false, _) => bytes.insert(at, byte),
+                            (true, true) => bytes[at] = byte,
+                            (true, false) => continue,
+                        }
+                        let Ok(text) = std::str::from_utf8(&bytes) else { continue };
+                        assert_eq!(valid(text), serde_valid(text), "{text:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 40_000, "{checked}");
+    }
+
+    #[test]
+    fn scanner_edge_cases_match_serde_json() {
+        for text in [
+            "",
+            " ",
+            "1",
+            "-",
+            "-0",
+            "01",
+            "1.",
+            ".1",
+            "1e",
+            "1e+",
+            "1E-0",
+            "2.5e3",
+            "tru",
+            "nulls",
+            "[1,]",
+            "[,1]",
+            "{,}",
+            r#"{"a":}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":1,}"#,
+            r#"{1:1}"#,
+            r#""\u12G4""#,
+            r#""\x""#,
+            "\"\u{7f}\"",
+            "\"\t\"",
+            "[1]]",
+            "[[1]",
+            "{}}",
+            "\u{a0}1",
+            "1 2",
+            r#"["\"]"#,
+            r#""\\""#,
+            "[\"abcdefgh\\\"ijklmnop\"]",
+        ] {
+            assert_eq!(valid(text), serde_valid(text), "{text:?}");
+        }
+        // Deep nesting, past the 64 levels kept in a word, with both kinds.
+        let deep = |levels: usize, close: &str| {
+            let mut s = String::new();
+            for level in 0..levels {
+                s.push_str(if level % 3 == 0 { "{\"k\":" } else { "[" });
+            }
+            s.push('1');
+            for level in (0..levels).rev() {
+                s.push_str(if level % 3 == 0 { "}" } else { close });
+            }
+            s
+        };
+        assert!(valid(&deep(200, "]")));
+        assert!(!valid(&deep(200, "}")));
+        assert!(!valid(&deep(200, "]")[..deep(200, "]").len() - 1]));
+    }
+
+    #[test]
+    fn top_level_finds_spans_duplicates_and_escaped_keys() {
+        let top = top_level(r#" {"x":[1,{"id":2}], "\u0069d" : "a" ,"method":"m","id":3 } "#).unwrap();
+        assert_eq!(top.values[1], Some("3"));
+        assert_eq!(top.values[2], Some(r#""m""#));
+        assert_eq!(top.duplicate, Some("id"));
+        assert_eq!(top_level("[]").unwrap_err(), ScanError::NotAnObject);
+        assert_eq!(top_level("{} x").unwrap_err(), ScanError::Malformed(3));
+        assert_eq!(top_level(r#"{"a":1"#).unwrap_err(), ScanError::Malformed(6));
+    }
+
+    #[test]
+    fn raw_value_uses_serde_json_protocol() {
+        // The fast path hands the text over unparsed: even text that is not
+        // JSON comes back as is, at the same address. (The fallback would
+        // refuse it.)
+        let text = "not json, never parsed";
+        let raw = raw_value(text).expect("serde_json's RawValue protocol still works");
+        assert_eq!(raw.get(), text);
+        assert_eq!(raw.get().as_ptr(), text.as_ptr());
+    }
+}
