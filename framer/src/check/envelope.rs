@@ -45,8 +45,9 @@ pub enum View {
         id: Option<OwnedId>,
         /// Its method.
         method: Option<String>,
-        /// Its payload, decoded by simd-json (`None` if it cannot decode it).
-        payload: Option<simd_json::OwnedValue>,
+        /// Its payload, decoded by simd-json and rendered canonically
+        /// (`None` if simd-json cannot decode it).
+        payload: Option<String>,
     },
     /// An error.
     Error {
@@ -87,9 +88,52 @@ pub fn simd_view(frame: &[u8]) -> View {
 }
 
 /// Decodes a payload's JSON text with one decoder for both sides, so that
-/// number text (`-0`, long fractions) compares by value.
-fn json_value(mut text: Vec<u8>) -> Option<simd_json::OwnedValue> {
-    simd_json::to_owned_value(&mut text).ok()
+/// number text (`-0`, long fractions) compares by value, and renders it
+/// canonically: object entries sorted, duplicates kept. (simd-json keeps
+/// every duplicate key, and its maps compare unequal to themselves when a
+/// key repeats with different values.)
+fn json_value(mut text: Vec<u8>) -> Option<String> {
+    simd_json::to_owned_value(&mut text).ok().as_ref().map(json_text)
+}
+
+fn json_text(value: &simd_json::OwnedValue) -> String {
+    let mut out = String::new();
+    canonical(value, 0, &mut out);
+    out
+}
+
+/// Appends `value` with object entries sorted. Below 64 levels the rest is
+/// written as is (deep frames are about nesting, not duplicate keys).
+fn canonical(value: &simd_json::OwnedValue, depth: usize, out: &mut String) {
+    use simd_json::prelude::{ValueAsArray, ValueAsObject, Writable};
+    if depth >= 64 {
+        out.push_str(&value.encode());
+    } else if let Some(object) = value.as_object() {
+        let mut entries: Vec<String> = object
+            .iter()
+            .map(|(key, item)| {
+                let mut entry = serde_json::Value::from(key.as_str()).to_string();
+                entry.push(':');
+                canonical(item, depth + 1, &mut entry);
+                entry
+            })
+            .collect();
+        entries.sort();
+        out.push('{');
+        out.push_str(&entries.join(","));
+        out.push('}');
+    } else if let Some(array) = value.as_array() {
+        out.push('[');
+        for (i, item) in array.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            canonical(item, depth + 1, out);
+        }
+        out.push(']');
+    } else {
+        out.push_str(&value.encode());
+    }
 }
 
 /// Panics, showing both views, unless [`parse`] and [`parse_in_place`]
