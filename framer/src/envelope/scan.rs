@@ -112,6 +112,7 @@ pub(crate) fn raw_value(json: &str) -> Result<&RawValue, serde_json::Error> {
 }
 
 /// The index of the first non-whitespace byte at or after `i`.
+#[inline(always)]
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
         i += 1;
@@ -121,6 +122,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 
 /// A key at `i` (a string), whitespace, and a `:`: returns the range of the
 /// key's raw content and the index after the colon.
+#[inline(always)]
 fn key(b: &[u8], i: usize) -> Result<(core::ops::Range<usize>, usize), usize> {
     if b.get(i) != Some(&b'"') {
         return Err(i);
@@ -261,10 +263,19 @@ fn skip_number(b: &[u8], mut i: usize) -> Result<usize, usize> {
 }
 
 /// The rest of a string whose opening quote is before `i`: returns the
-/// index after its closing quote.
-fn skip_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
+/// index after its closing quote. Inlined for the common string without
+/// escapes; the escape loop is out of line.
+#[inline(always)]
+fn skip_string(b: &[u8], i: usize) -> Result<usize, usize> {
+    let end = skip_plain(b, i);
+    if b.get(end) == Some(&b'"') { Ok(end + 1) } else { skip_escaped_string(b, end) }
+}
+
+/// [`skip_string`] from a byte that is not plain (`\`, a control character
+/// or the end of the text).
+#[inline(never)]
+fn skip_escaped_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
     loop {
-        i = skip_plain(b, i);
         match b.get(i) {
             Some(b'"') => return Ok(i + 1),
             Some(b'\\') => match b.get(i + 1) {
@@ -278,6 +289,7 @@ fn skip_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
             // A control character, or the end of the text.
             _ => return Err(i),
         }
+        i = skip_plain(b, i);
     }
 }
 
@@ -285,6 +297,7 @@ fn skip_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
 /// control character (or the end of `b`). Eight bytes at a time: in each
 /// mask below, the lowest set bit marks the first matching byte exactly
 /// (higher bits may be false positives, and are never used).
+#[inline(always)]
 fn skip_plain(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
