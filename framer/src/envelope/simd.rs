@@ -213,20 +213,26 @@ fn id_field<'a>(node: &Node<'a>) -> IdField<'a> {
 /// The offset of the first number, outside strings, that has at least 19
 /// significant digits and is not a complete JSON number followed by
 /// whitespace, a structural character or the end of the frame. Cheap on
-/// frames without a long number: it samples every 16th byte for a run of 19
+/// frames without a long number: it samples every 19th byte for a run of 19
 /// or more digits and dots (a number's significand is one such run) and
 /// scans the frame only when it finds one.
 pub(crate) fn long_number_without_delimiter(frame: &[u8]) -> Option<usize> {
     const LONG: usize = 19;
-    let digitish = |b: &u8| b.is_ascii_digit() || *b == b'.';
-    let has_long_run = (0..frame.len()).step_by(16).any(|i| {
-        if !digitish(&frame[i]) {
-            return false;
+    // A run of LONG or more bytes covers a multiple of LONG: test only those.
+    let digitish = |b: u8| b.wrapping_sub(b'0') < 10 || b == b'.';
+    let mut has_long_run = false;
+    let mut i = 0;
+    while i < frame.len() {
+        if digitish(frame[i]) {
+            let left = frame[..i].iter().rev().take_while(|&&b| digitish(b)).count();
+            let right = frame[i..].iter().take_while(|&&b| digitish(b)).count();
+            if left + right >= LONG {
+                has_long_run = true;
+                break;
+            }
         }
-        let left = frame[..i].iter().rev().take_while(|b| digitish(b)).count();
-        let right = frame[i..].iter().take_while(|b| digitish(b)).count();
-        left + right >= LONG
-    });
+        i += LONG;
+    }
     if !has_long_run {
         return None;
     }
