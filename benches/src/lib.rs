@@ -1,4 +1,4 @@
 //! Fixture programs and shared helpers for the benches and process tests.
 
-pub mod shapes;
 pub mod pipe;
+pub mod shapes;

@@ -58,21 +58,21 @@
 extern crate alloc;
 
 mod buffer;
-#[cfg(feature = "json")]
-pub mod envelope;
-#[cfg(feature = "tokio")]
-pub mod host;
-#[cfg(feature = "server")]
-pub mod server;
 #[cfg(any(test, feature = "check"))]
 #[doc(hidden)]
 pub mod check;
 mod config;
+#[cfg(feature = "json")]
+pub mod envelope;
 mod event;
 mod framer;
+#[cfg(feature = "tokio")]
+pub mod host;
 #[cfg(feature = "std")]
 mod io;
 mod push;
+#[cfg(feature = "server")]
+pub mod server;
 mod stats;
 
 pub use config::{Bom, Config, DEFAULT_MAX_FRAME, DEFAULT_READ_SIZE, EmptyLines, OversizePolicy};
