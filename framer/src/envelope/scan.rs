@@ -111,9 +111,13 @@ pub(crate) fn raw_value(json: &str) -> Result<&RawValue, serde_json::Error> {
     }
 }
 
-/// The index of the first non-whitespace byte at or after `i`.
+/// The index of the first non-whitespace byte at or after `i`. Compact JSON
+/// has none: one comparison decides.
 #[inline(always)]
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    if b.get(i).is_some_and(|&c| c > b' ') {
+        return i;
+    }
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
         i += 1;
     }
