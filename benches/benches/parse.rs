@@ -1,0 +1,205 @@
+//! `parse`: classifying one JSON-RPC frame, by strategy, for the three
+//! shapes of `mcp_framer_benches::shapes` (200 B `tools/call` request,
+//! 64 KiB `tools/list` result, 8 MiB text tool result).
+//!
+//! Criterion groups are `parse_<shape>`, one function per strategy:
+//!
+//! * `copy_only`: the harness alone (see below).
+//! * `utf8_only`: `std::str::from_utf8` over the frame: the validation every
+//!   strategy pays (the envelope does it up front), shown on its own.
+//! * `value`: `serde_json::from_slice::<serde_json::Value>`: the whole
+//!   message built as a tree, classified, and dropped (freeing the tree is
+//!   part of materialising it).
+//! * `envelope`: [`mcp_framer::envelope::parse`]: the routing fields
+//!   borrowed, the payload kept as `&RawValue`.
+//! * `simd_in_place`: [`mcp_framer::envelope::parse_in_place`]: simd-json on
+//!   the `&mut` frame.
+//!
+//! simd-json rewrites the frame, so each iteration needs a fresh copy of it.
+//! To keep the comparison fair, **every** strategy runs in the same harness:
+//! each iteration first copies the frame into a reused buffer (hot in cache,
+//! as a frame the framer has just read), inside the timed region. The copy's
+//! cost is `copy_only`; in a real transport there is no copy (the framer
+//! hands out frames in its own buffer, `next_event_mut` for simd-json).
+//!
+//! Then groups `parse_stream_<shape>`: the full path, a newline-delimited
+//! stream of such frames (about 8 MiB; 4 frames of 8 MiB for the large
+//! shape) pushed through [`Framer::push`] in 64 KiB chunks (one pipe read),
+//! each frame classified:
+//!
+//! * `framer_envelope`: `Framer::push` + `envelope::parse`, on the stream as
+//!   is (read-only, no copy);
+//! * `framer_simd`: `Framer::push_mut` + `parse_in_place`, on a fresh copy
+//!   of the stream per iteration (`iter_batched_ref`, copy untimed).
+//!
+//! Every strategy asserts its result inside the timed loop: the message
+//! kind for single frames, the frame count and every frame's kind for
+//! streams. Throughput is bytes (the frame, or the whole stream).
+//! `MCP_BENCH_QUICK=1` shortens warm-up and measurement and halves the large
+//! stream.
+//!
+//! Criterion measures wall-clock time; with `MCP_BENCH_CLOCK=cpu` it measures
+//! the thread's CPU time instead (see `support/cpu_time.rs`).
+//!
+//! Run: `cargo bench -p mcp-framer-benches --bench parse`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::measurement::Measurement;
+use criterion::{BatchSize, Bencher, Criterion, SamplingMode, Throughput};
+use mcp_framer::envelope::{Kind, parse, parse_in_place};
+use mcp_framer::{Config, Event, Framer};
+use mcp_framer_benches::shapes::{large_text_result, stream, tools_call_request, tools_list_result};
+use serde_json::Value;
+
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+
+/// One read from a Linux pipe at its default size.
+const CHUNK: usize = 64 * 1024;
+
+fn quick() -> bool {
+    std::env::var_os("MCP_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// One message shape: a frame, its kind, and a stream of such frames.
+struct Shape {
+    name: &'static str,
+    frame: Vec<u8>,
+    kind: Kind,
+    stream: Vec<u8>,
+    frames: u64,
+}
+
+fn shapes() -> Vec<Shape> {
+    let small_stream = 8 << 20;
+    let large_stream = if quick() { 16 << 20 } else { 32 << 20 };
+    let shape = |name, build: &dyn Fn(u64) -> Vec<u8>, kind, total| {
+        let (stream, frames) = stream(build, total);
+        Shape { name, frame: build(0), kind, stream, frames }
+    };
+    vec![
+        shape("200B", &tools_call_request, Kind::Request, small_stream),
+        shape("64KiB", &|_| tools_list_result(64 << 10), Kind::Response, small_stream),
+        shape("8MiB", &|_| large_text_result(8 << 20), Kind::Response, large_stream),
+    ]
+}
+
+/// The kind of a message built as a `serde_json::Value`, by the same rules
+/// as the envelope (so `value` does the same job).
+fn value_kind(value: &Value) -> Kind {
+    let object = value.as_object().expect("an object");
+    assert_eq!(object.get("jsonrpc").and_then(Value::as_str), Some("2.0"));
+    let id = object.get("id").is_some_and(|id| id.is_string() || id.is_i64());
+    match (object.contains_key("method"), object.contains_key("result"), object.contains_key("error")) {
+        (true, false, false) if id => Kind::Request,
+        (true, false, false) if !object.contains_key("id") => Kind::Notification,
+        (false, true, false) if id => Kind::Response,
+        (false, false, true) => Kind::ErrorResponse,
+        _ => panic!("not a JSON-RPC message"),
+    }
+}
+
+/// Runs `strategy` on a fresh copy of `frame` per iteration: the copy goes
+/// into a reused buffer, inside the timed region (`copy_only` measures it).
+fn on_fresh_copy<M: Measurement>(b: &mut Bencher<'_, M>, frame: &[u8], mut strategy: impl FnMut(&mut [u8])) {
+    let mut buffer = frame.to_vec();
+    b.iter(|| {
+        buffer.copy_from_slice(frame);
+        strategy(black_box(&mut buffer));
+    })
+}
+
+fn single_frame<M: Measurement>(c: &mut Criterion<M>, shape: &Shape) {
+    let mut group = c.benchmark_group(format!("parse_{}", shape.name));
+    group.throughput(Throughput::Bytes(shape.frame.len() as u64));
+    if shape.frame.len() > 1 << 20 {
+        group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    }
+    let (frame, kind) = (&shape.frame[..], shape.kind);
+
+    group.bench_function("copy_only", |b| on_fresh_copy(b, frame, |_| {}));
+    group.bench_function("utf8_only", |b| on_fresh_copy(b, frame, |f| assert!(std::str::from_utf8(f).is_ok())));
+    group.bench_function("value", |b| {
+        on_fresh_copy(b, frame, |f| {
+            let value: Value = serde_json::from_slice(f).expect("valid JSON");
+            assert_eq!(value_kind(&value), kind);
+            // Dropped here, inside the timed region: freeing the tree is
+            // part of materialising it.
+        })
+    });
+    group.bench_function("envelope", |b| {
+        on_fresh_copy(b, frame, |f| assert_eq!(parse(f).expect("a message").kind(), kind))
+    });
+    group.bench_function("simd_in_place", |b| {
+        on_fresh_copy(b, frame, |f| assert_eq!(parse_in_place(f).expect("a message").kind(), kind))
+    });
+    group.finish();
+}
+
+fn framer_envelope(framer: &mut Framer, stream: &[u8], kind: Kind) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        let mut push = framer.push(chunk);
+        while let Some(event) = push.next_event().expect("no frame is oversize") {
+            let Event::Frame(frame) = event else { panic!("unexpected event {event:?}") };
+            assert_eq!(parse(frame).expect("a message").kind(), kind);
+            frames += 1;
+        }
+    }
+    frames
+}
+
+fn framer_simd(framer: &mut Framer, stream: &mut [u8], kind: Kind) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks_mut(CHUNK) {
+        let mut push = framer.push_mut(chunk);
+        while let Some(event) = push.next_event_mut().expect("no frame is oversize") {
+            let Event::Frame(frame) = event else { panic!("unexpected event {event:?}") };
+            assert_eq!(parse_in_place(frame).expect("a message").kind(), kind);
+            frames += 1;
+        }
+    }
+    frames
+}
+
+fn full_path<M: Measurement>(c: &mut Criterion<M>, shape: &Shape) {
+    let mut group = c.benchmark_group(format!("parse_stream_{}", shape.name));
+    group.throughput(Throughput::Bytes(shape.stream.len() as u64));
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    let (stream, frames, kind) = (&shape.stream[..], shape.frames, shape.kind);
+
+    let mut framer = Framer::new(Config::default());
+    group.bench_function("framer_envelope", |b| {
+        b.iter(|| assert_eq!(framer_envelope(&mut framer, black_box(stream), kind), frames))
+    });
+    let mut framer = Framer::new(Config::default());
+    group.bench_function("framer_simd", |b| {
+        b.iter_batched_ref(
+            || stream.to_vec(),
+            |copy| assert_eq!(framer_simd(&mut framer, black_box(copy), kind), frames),
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+fn run<M: Measurement>(c: Criterion<M>) {
+    let mut c =
+        if quick() { c.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)) } else { c };
+    c = c.configure_from_args();
+    for shape in shapes() {
+        single_frame(&mut c, &shape);
+        full_path(&mut c, &shape);
+    }
+    c.final_summary();
+}
+
+fn main() {
+    if cpu_time::requested() {
+        run(Criterion::default().with_measurement(cpu_time::ThreadCpuTime))
+    } else {
+        run(Criterion::default())
+    }
+}
