@@ -7,11 +7,14 @@
 //!
 //! * `coupled`: reads the next message only when the consumer is ready (the
 //!   framer in a blocking loop calling the consumer inline);
-//! * `decoupled`: the host transport's reader task
-//!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue to a
-//!   consumer thread, with `OverloadPolicy::Drop` once the queue stays full
-//!   for `max_wait`; run with the host's defaults (queue 256, wait 100 ms)
-//!   and with a wait of zero.
+//! * `host reader`: the host transport's reader task
+//!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue (256,
+//!   the host's default) to a consumer thread, with `OverloadPolicy::Drop`
+//!   once the queue stays full for `max_wait`; run with the host's default
+//!   wait (100 ms) and with a wait of zero;
+//! * `drop when full`: a reference for the decoupled design, not the host's
+//!   policy: the framer in a tokio task offering each frame to the same queue
+//!   with `try_send` and dropping it when the queue is full, never waiting.
 //!
 //! It prints a Markdown table (the median of three runs per row) and writes
 //! it, with an SVG bar chart of the child's time blocked in `write`, to
@@ -25,12 +28,13 @@ mod readers;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ChildStdout;
-use std::thread;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mcp_framer::host::ReaderEnd;
 use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
 use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
 
@@ -47,17 +51,24 @@ const CAPACITY: usize = 256;
 enum Strategy {
     Coupled,
     /// The host reader with this wait bound.
-    Decoupled(Duration),
+    HostReader(Duration),
+    /// `try_send`, drop when full.
+    DropWhenFull,
 }
 
 impl Strategy {
-    const ALL: [Strategy; 3] =
-        [Strategy::Coupled, Strategy::Decoupled(Duration::from_millis(100)), Strategy::Decoupled(Duration::ZERO)];
+    const ALL: [Strategy; 4] = [
+        Strategy::Coupled,
+        Strategy::HostReader(Duration::from_millis(100)),
+        Strategy::HostReader(Duration::ZERO),
+        Strategy::DropWhenFull,
+    ];
 
     fn name(self) -> String {
         match self {
             Strategy::Coupled => "coupled".into(),
-            Strategy::Decoupled(wait) => format!("decoupled (queue {CAPACITY}, drop after {wait:?})"),
+            Strategy::HostReader(wait) => format!("host reader, queue {CAPACITY}, max_wait {wait:?}"),
+            Strategy::DropWhenFull => format!("drop when full, queue {CAPACITY} (reference)"),
         }
     }
 }
@@ -73,6 +84,9 @@ struct Row {
     handled: u64,
     /// Messages the overload policy dropped.
     dropped: u64,
+    /// Time the reader waited for room in the queue (none for the coupled
+    /// reader: it is the consumer).
+    waited: Option<Duration>,
     /// From the start signal until the consumer had handled its last message.
     host_done: Duration,
 }
@@ -87,43 +101,83 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
             })
             .unwrap_or_else(|e| fail(e));
             assert_eq!(run.count, writer.frames, "the coupled reader handles every message");
-            row(&run, run.count, 0, run.elapsed)
+            row(&run, (run.count, 0, None), run.elapsed)
         }
-        Strategy::Decoupled(max_wait) => {
+        Strategy::HostReader(max_wait) => {
             let mut consumer = None;
             let mut delivery = None;
             let read = |stdout: ChildStdout| {
                 runtime.block_on(async {
                     let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-                    let (reader, mut queue, metrics) = readers::spawn_host_reader(stdout, CAPACITY, max_wait);
-                    consumer = Some(thread::spawn(move || {
-                        let mut handled = 0;
-                        while let Some(item) = queue.blocking_recv() {
-                            assert!(readers::is_message(&item), "unexpected {item:?}");
-                            readers::spin_for(cost);
-                            handled += 1;
-                        }
-                        (handled, Instant::now())
-                    }));
+                    let (reader, queue, metrics) = readers::spawn_host_reader(stdout, CAPACITY, max_wait);
+                    consumer = Some(spawn_consumer(queue, cost, readers::is_message));
                     let report = reader.await.map_err(std::io::Error::other)?;
                     assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
                     let metrics = metrics.snapshot();
-                    delivery = Some((metrics.delivered, metrics.overload_dropped));
+                    delivery = Some((metrics.delivered, metrics.overload_dropped, metrics.dispatch_wait));
                     Ok(metrics.frames)
                 })
             };
             let run = pipe::run(WRITER, writer, timeout, read).unwrap_or_else(|e| fail(e));
-            let (handled, done) = consumer.expect("spawned").join().expect("the consumer thread");
-            let (delivered, dropped) = delivery.expect("the reader reported");
-            assert_eq!(run.count, writer.frames, "the reader framed every message");
-            assert_eq!((handled, delivered + dropped), (delivered, writer.frames), "every message handled or dropped");
-            row(&run, handled, dropped, done - run.started)
+            decoupled_row(&run, writer, consumer, delivery)
+        }
+        Strategy::DropWhenFull => {
+            let mut consumer = None;
+            let mut delivery = None;
+            let read = |stdout: ChildStdout| {
+                runtime.block_on(async {
+                    let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+                    let queue = readers::Queue { capacity: CAPACITY, max_wait: Duration::ZERO };
+                    let (reader, queue) = readers::spawn_decoupled(stdout, queue);
+                    consumer = Some(spawn_consumer(queue, cost, |_| true));
+                    let done = reader.await.map_err(std::io::Error::other)??;
+                    assert_eq!(done.waited, Duration::ZERO, "never waits");
+                    delivery = Some((done.delivered, done.dropped, done.waited));
+                    Ok(done.delivered + done.dropped)
+                })
+            };
+            let run = pipe::run(WRITER, writer, timeout, read).unwrap_or_else(|e| fail(e));
+            decoupled_row(&run, writer, consumer, delivery)
         }
     }
 }
 
-fn row(run: &Run, handled: u64, dropped: u64, host_done: Duration) -> Row {
-    Row { blocked: run.report.write_blocked, elapsed: run.report.elapsed, handled, dropped, host_done }
+/// The consumer thread: takes each queued item, checks it, spends `cost` on
+/// it; returns how many it handled and when it finished.
+fn spawn_consumer<T: Send + std::fmt::Debug + 'static>(
+    mut queue: mpsc::Receiver<T>,
+    cost: Duration,
+    check: fn(&T) -> bool,
+) -> JoinHandle<(u64, Instant)> {
+    thread::spawn(move || {
+        let mut handled = 0;
+        while let Some(item) = queue.blocking_recv() {
+            assert!(check(&item), "unexpected {item:?}");
+            readers::spin_for(cost);
+            handled += 1;
+        }
+        (handled, Instant::now())
+    })
+}
+
+/// Checks a decoupled run's counts and makes its row.
+fn decoupled_row(
+    run: &Run,
+    writer: &Writer,
+    consumer: Option<JoinHandle<(u64, Instant)>>,
+    delivery: Option<(u64, u64, Duration)>,
+) -> Row {
+    let (handled, done) = consumer.expect("spawned").join().expect("the consumer thread");
+    let (delivered, dropped, waited) = delivery.expect("the reader reported");
+    assert_eq!(run.count, writer.frames, "the reader framed every message");
+    assert_eq!((handled, delivered + dropped), (delivered, writer.frames), "every message handled or dropped");
+    row(run, (handled, dropped, Some(waited)), done - run.started)
+}
+
+/// A row from the child's report, `(handled, dropped, waited)` and the host's
+/// completion time.
+fn row(run: &Run, (handled, dropped, waited): (u64, u64, Option<Duration>), host_done: Duration) -> Row {
+    Row { blocked: run.report.write_blocked, elapsed: run.report.elapsed, handled, dropped, waited, host_done }
 }
 
 fn ms(d: Duration) -> String {
@@ -132,23 +186,29 @@ fn ms(d: Duration) -> String {
 
 fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
     let mut out = String::new();
-    let _ =
-        writeln!(out, "{messages} messages of the ~200 B shape, one `write(2)` each, default 64 KiB pipe, unpinned.");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?").to_owned();
+    let _ = writeln!(
+        out,
+        "{messages} messages of the ~200 B shape, one `write(2)` each, default 64 KiB pipe, unpinned; \
+         median of {REPEATS} runs; load average {load} at the end."
+    );
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| consumer µs/msg | reader | child blocked in write (ms) | child time to completion (ms) | handled | dropped | host done (ms) |"
+        "| consumer µs/msg | reader | child blocked in write (ms) | child time to completion (ms) | handled | dropped | reader waited for the queue (ms) | host done (ms) |"
     );
-    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|");
     for (cost, strategy, row) in results {
         let _ = writeln!(
             out,
-            "| {cost} | {} | {} | {} | {} | {} | {} |",
+            "| {cost} | {} | {} | {} | {} | {} | {} | {} |",
             strategy.name(),
             ms(row.blocked),
             ms(row.elapsed),
             row.handled,
             row.dropped,
+            row.waited.map_or_else(|| "-".into(), ms),
             ms(row.host_done)
         );
     }
@@ -158,7 +218,7 @@ fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
 /// A grouped bar chart of the child's time blocked in `write`, one group per
 /// consumer cost, one bar per reader, each bar labelled with its value.
 fn svg(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
-    const COLORS: [&str; 3] = ["#d62728", "#1f77b4", "#2ca02c"];
+    const COLORS: [&str; 4] = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"];
     let (width, height, left, top, bottom) = (800.0, 420.0, 70.0, 60.0, 90.0);
     let plot_h = height - top - bottom;
     let highest = results.iter().map(|(_, _, r)| r.blocked.as_secs_f64() * 1e3).fold(1.0, f64::max);
@@ -224,7 +284,7 @@ fn svg(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
     }
     for (b, strategy) in Strategy::ALL.iter().enumerate() {
         let y = base + 45.0 + 18.0 * (b as f64 / 2.0).floor();
-        let x = left + 340.0 * (b % 2) as f64;
+        let x = left + 360.0 * (b % 2) as f64;
         let _ = writeln!(out, r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/>"#, y - 11.0, COLORS[b]);
         let _ = writeln!(out, r#"<text x="{}" y="{y}">{}</text>"#, x + 18.0, strategy.name());
     }
