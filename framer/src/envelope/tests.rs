@@ -255,8 +255,8 @@ fn huge_payload_is_borrowed_not_copied() {
 
 #[test]
 fn deep_nesting_in_the_payload_is_accepted() {
-    // serde_json's recursion limit (128) applies to materialised values, not
-    // to the raw payload; simd-json has no limit either.
+    // The envelope's scanner has no depth limit (one bit per open level, no
+    // recursion), unlike a serde_json `Value` (128 levels); nor has simd-json.
     let depth = 10_000;
     let frame = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{}{}}}"#, "[".repeat(depth), "]".repeat(depth));
     assert_eq!(parse(frame.as_bytes()).unwrap().kind(), Kind::Response);
