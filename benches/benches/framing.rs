@@ -41,7 +41,6 @@ mod cpu_time;
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read};
-use std::time::Duration;
 
 use bytes::BytesMut;
 use criterion::measurement::Measurement;
@@ -231,17 +230,9 @@ fn framing<M: Measurement>(c: &mut Criterion<M>) {
 }
 
 fn run<M: Measurement>(c: Criterion<M>) {
-    let mut c =
-        if quick() { c.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)) } else { c };
-    c = c.configure_from_args();
+    let mut c = cpu_time::configured(c);
     framing(&mut c);
     c.final_summary();
 }
 
-fn main() {
-    if cpu_time::requested() {
-        run(Criterion::default().with_measurement(cpu_time::ThreadCpuTime))
-    } else {
-        run(Criterion::default())
-    }
-}
+bench_main!(run);

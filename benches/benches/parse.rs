@@ -44,13 +44,12 @@
 //! Run: `cargo bench -p mcp-framer-benches --bench parse`.
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::measurement::Measurement;
 use criterion::{BatchSize, Bencher, Criterion, SamplingMode, Throughput};
 use mcp_framer::envelope::{Kind, parse, parse_in_place};
 use mcp_framer::{Config, Event, Framer};
-use mcp_framer_benches::shapes::{large_text_result, stream, tools_call_request, tools_list_result};
+use mcp_framer_benches::shapes::{large_text_result, quick, stream, tools_call_request, tools_list_result};
 use serde_json::Value;
 
 #[path = "support/cpu_time.rs"]
@@ -58,10 +57,6 @@ mod cpu_time;
 
 /// One read from a Linux pipe at its default size.
 const CHUNK: usize = 64 * 1024;
-
-fn quick() -> bool {
-    std::env::var_os("MCP_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
-}
 
 /// One message shape: a frame, its kind, and a stream of such frames.
 struct Shape {
@@ -186,9 +181,7 @@ fn full_path<M: Measurement>(c: &mut Criterion<M>, shape: &Shape) {
 }
 
 fn run<M: Measurement>(c: Criterion<M>) {
-    let mut c =
-        if quick() { c.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)) } else { c };
-    c = c.configure_from_args();
+    let mut c = cpu_time::configured(c);
     for shape in shapes() {
         single_frame(&mut c, &shape);
         full_path(&mut c, &shape);
@@ -196,10 +189,4 @@ fn run<M: Measurement>(c: Criterion<M>) {
     c.final_summary();
 }
 
-fn main() {
-    if cpu_time::requested() {
-        run(Criterion::default().with_measurement(cpu_time::ThreadCpuTime))
-    } else {
-        run(Criterion::default())
-    }
-}
+bench_main!(run);

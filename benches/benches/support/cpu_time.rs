@@ -59,3 +59,29 @@ impl Measurement for ThreadCpuTime {
         NANOSECONDS.formatter()
     }
 }
+
+/// Criterion as every suite here configures it: shorter warm-up and
+/// measurement under `MCP_BENCH_QUICK`, then the command-line arguments.
+pub fn configured<M: Measurement>(c: criterion::Criterion<M>) -> criterion::Criterion<M> {
+    let c = if mcp_framer_benches::shapes::quick() {
+        c.warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2))
+    } else {
+        c
+    };
+    c.configure_from_args()
+}
+
+/// A `main` that runs `$run` with wall-clock time, or with thread CPU time
+/// when `MCP_BENCH_CLOCK=cpu`.
+#[macro_export]
+macro_rules! bench_main {
+    ($run:ident) => {
+        fn main() {
+            if cpu_time::requested() {
+                $run(criterion::Criterion::default().with_measurement(cpu_time::ThreadCpuTime))
+            } else {
+                $run(criterion::Criterion::default())
+            }
+        }
+    };
+}
