@@ -69,6 +69,8 @@ fn cancel_during_remote_read_closes_the_connection() {
     let addr = listener.local_addr().unwrap().to_string();
     listener.set_nonblocking(true).unwrap();
     let (closed_tx, closed_rx) = mpsc::channel();
+    let streamed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let streamed_by_server = streamed.clone();
     // Bounded: gives up after 10 s in all, and stops at the first failed write.
     let streamer = thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -92,6 +94,7 @@ fn cancel_during_remote_read_closes_the_connection() {
                 return;
             }
             sent += 1;
+            streamed_by_server.store(sent, std::sync::atomic::Ordering::Relaxed);
             thread::sleep(Duration::from_millis(5));
         }
     });
@@ -99,7 +102,12 @@ fn cancel_during_remote_read_closes_the_connection() {
     let mut server = Fixture::start(&[]);
     server.call(1, "slow_read", json!({"addr": addr}));
     server.wait_stderr(&["connected", "id=1"], WAIT);
-    thread::sleep(Duration::from_millis(100)); // let some bytes flow
+    // The read is under way: some bytes have flowed.
+    let flowing = Instant::now() + WAIT;
+    while streamed.load(std::sync::atomic::Ordering::Relaxed) < 10 {
+        assert!(Instant::now() < flowing, "the slow TCP server never got to stream");
+        thread::sleep(Duration::from_millis(5));
+    }
     let cancelled = Instant::now();
     server.cancel(json!(1));
     server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
