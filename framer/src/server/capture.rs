@@ -339,13 +339,21 @@ mod tests {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
     }
 
+    /// Runs a test body under a watchdog: a hung capture fails loudly after
+    /// 60 s (dropping it kills the child's group) instead of hanging CI.
+    fn watched<F: std::future::Future>(body: F) -> F::Output {
+        runtime().block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), body).await.expect("watchdog: the capture test hung")
+        })
+    }
+
     /// Both streams at once, 100 MiB each, written concurrently by two
     /// processes that each hold both pipes: draining one stream to EOF before
     /// the other would deadlock. The previews stay bounded and the dropped
     /// counts are exact.
     #[test]
     fn hundred_mib_on_each_stream_is_drained_with_exact_counts() {
-        runtime().block_on(async {
+        watched(async {
             let mut command = sh("yes abcdefg | head -c 104857600 & head -c 104857600 /dev/zero >&2; wait");
             let options = CaptureOptions {
                 stdout: Preview::HeadAndTail { head: 1000, tail: 3000 },
@@ -377,7 +385,7 @@ mod tests {
 
     #[test]
     fn small_output_is_kept_whole() {
-        runtime().block_on(async {
+        watched(async {
             let run =
                 capture(&mut sh("printf 'héllo'; printf warn >&2; exit 3"), CaptureOptions::default(), &Scope::new())
                     .await
@@ -413,7 +421,7 @@ mod tests {
     /// too), the pipes reach EOF and the child is reaped.
     #[test]
     fn timeout_kills_the_group_and_reaps() {
-        runtime().block_on(async {
+        watched(async {
             let options = CaptureOptions { timeout: Some(Duration::from_millis(200)), ..CaptureOptions::default() };
             let started = Instant::now();
             let run =
@@ -431,7 +439,7 @@ mod tests {
 
     #[test]
     fn cancellation_kills_the_group() {
-        runtime().block_on(async {
+        watched(async {
             let scope = Scope::new();
             let canceller = scope.clone();
             tokio::spawn(async move {
