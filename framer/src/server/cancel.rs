@@ -405,8 +405,12 @@ mod tests {
             let task = scope.spawn_task(std::future::pending::<()>());
             scope.stop_producers();
             assert!(!scope.is_cancelled());
-            assert!(task.await.unwrap_err().is_cancelled());
-            assert!(!child.wait().await.unwrap().success(), "killed");
+            // Watchdog: a producer that was not stopped fails the test, not hangs it.
+            let watchdog = Duration::from_secs(10);
+            let task = tokio::time::timeout(watchdog, task).await.expect("watchdog: task not aborted");
+            assert!(task.unwrap_err().is_cancelled());
+            let status = tokio::time::timeout(watchdog, child.wait()).await.expect("watchdog: child not killed");
+            assert!(!status.unwrap().success(), "killed");
         });
     }
 
