@@ -26,29 +26,35 @@ pub(crate) struct Buffer {
 
 impl Buffer {
     /// Bytes held: the live region.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.end - self.start
     }
 
     /// Bytes not yet searched for `\n`.
+    #[inline]
     pub(crate) fn unscanned(&self) -> &[u8] {
         &self.data[self.scan..self.end]
     }
 
     /// The live region.
+    #[inline]
     pub(crate) fn live(&self) -> &[u8] {
         &self.data[self.start..self.end]
     }
 
+    #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
     }
 
+    #[inline]
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.data
     }
 
     /// Drops every live byte. The storage keeps its size.
+    #[inline]
     pub(crate) fn clear(&mut self) {
         self.start = 0;
         self.scan = 0;
@@ -57,6 +63,7 @@ impl Buffer {
 
     /// Consumes everything before `pos`. Bytes before `pos` stay readable
     /// until the next call that writes to the buffer.
+    #[inline]
     pub(crate) fn consume_to(&mut self, pos: usize) {
         debug_assert!(pos <= self.end);
         self.start = pos;
@@ -74,6 +81,7 @@ impl Buffer {
     }
 
     /// Marks `n` bytes of the spare space as filled.
+    #[inline]
     pub(crate) fn commit(&mut self, n: usize) {
         assert!(
             n <= self.data.len() - self.end,

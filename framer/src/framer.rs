@@ -3,6 +3,7 @@
 use core::ops::Range;
 
 use crate::buffer::Buffer;
+use crate::newline::Newline;
 use crate::{Bom, Config, EmptyLines, Event, FrameError, OversizePolicy, Stats};
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
@@ -87,6 +88,8 @@ pub struct Framer {
     pub(crate) config: Config,
     pub(crate) buf: Buffer,
     pub(crate) stats: Stats,
+    /// The `\n` searcher picked for this CPU.
+    newline: Newline,
     /// Waiting for the first bytes to tell whether they are a BOM.
     bom_pending: bool,
     /// Discarding an oversize frame up to its `\n`.
@@ -157,6 +160,7 @@ impl Framer {
             config,
             buf: Buffer::default(),
             stats: Stats::default(),
+            newline: Newline::new(),
             bom_pending: config.bom == Bom::Strip,
             discard: None,
             queued: None,
@@ -245,16 +249,113 @@ impl Framer {
     /// The next event from the bytes committed so far, or `Ok(None)` when more
     /// input is needed (or, after [`finish`](Framer::finish), when the stream
     /// is done). The frame borrows the framer's buffer.
+    #[inline]
     pub fn next_event(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
+        if let Some(frame) = self.next_plain_buffered() {
+            return Ok(Some(Event::Frame(&self.buf.bytes()[frame])));
+        }
         let raw = self.step_buffered()?;
         Ok(raw.map(|raw| raw.into_event(|src| &self.buf.bytes()[src.buffered()])))
     }
 
     /// As [`next_event`](Framer::next_event), with the frame as `&mut [u8]`
     /// for in-place parsers.
+    #[inline]
     pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
+        if let Some(frame) = self.next_plain_buffered() {
+            return Ok(Some(Event::Frame(&mut self.buf.bytes_mut()[frame])));
+        }
         let raw = self.step_buffered()?;
         Ok(raw.map(|raw| raw.into_event(|src| &mut self.buf.bytes_mut()[src.buffered()])))
+    }
+
+    /// Whether no special state is in force: nothing queued, no BOM decision
+    /// pending, no discard, not stopped, not at end of stream. The fast paths
+    /// run only then.
+    #[inline]
+    fn is_plain(&self) -> bool {
+        !self.bom_pending && !self.eof && self.discard.is_none() && self.queued.is_none() && self.failed.is_none()
+    }
+
+    /// The read-into fast path: the next frame when it is complete in the
+    /// buffer, within the limit and not empty, in plain state. Otherwise it
+    /// leaves everything it searched marked as searched (so
+    /// [`step_buffered`](Framer::step_buffered) resumes at the `\n` it found,
+    /// or after the bytes without one) and returns `None`.
+    #[inline(always)]
+    fn next_plain_buffered(&mut self) -> Option<Range<usize>> {
+        if !self.is_plain() {
+            return None;
+        }
+        let (start, scan, end) = (self.buf.start, self.buf.scan, self.buf.end);
+        let bytes = self.buf.bytes();
+        let Some(i) = self.newline.find(&bytes[scan..end]) else {
+            self.scanned += (end - scan) as u64;
+            self.buf.scan = end;
+            return None;
+        };
+        let newline = scan + i;
+        let raw_len = newline - start;
+        let cr = self.config.strip_cr && raw_len > 0 && bytes[newline - 1] == b'\r';
+        let len = raw_len - usize::from(cr);
+        if len == 0 || len > self.config.max_frame {
+            self.scanned += i as u64;
+            self.buf.scan = newline;
+            return None;
+        }
+        self.scanned += i as u64 + 1;
+        self.buf.consume_to(newline + 1);
+        self.count_frame(len, cr);
+        Some(start..start + len)
+    }
+
+    /// Counts a delivered frame of `len` bytes, and its stripped `\r`.
+    #[inline(always)]
+    fn count_frame(&mut self, len: usize, cr: bool) {
+        self.stats.delimiters += 1;
+        self.stats.cr_stripped += u64::from(cr);
+        self.stats.frames += 1;
+        self.stats.frame_bytes += len as u64;
+        self.stats.largest_frame = self.stats.largest_frame.max(len as u64);
+    }
+
+    /// The push fast path: the next frame that lies wholly inside
+    /// `chunk[*pos..]`, in plain state, with nothing buffered and a rest of
+    /// the chunk that cannot exceed the limit. A rest without `\n` becomes the
+    /// partial tail. Returns `Err(())` when the general path must take over;
+    /// it then has searched nothing.
+    #[inline(always)]
+    pub(crate) fn next_plain_pushed(&mut self, chunk: &[u8], pos: &mut usize) -> Result<Option<Range<usize>>, ()> {
+        if !self.is_plain() || self.buf.len() != 0 || chunk.len() - *pos > self.config.max_frame {
+            return Err(());
+        }
+        loop {
+            let rest = &chunk[*pos..];
+            let Some(i) = self.newline.find(rest) else {
+                self.scanned += rest.len() as u64;
+                *pos = chunk.len();
+                if !rest.is_empty() {
+                    // Within the limit: checked above.
+                    self.buf.append(rest);
+                    self.buf.scan = self.buf.end;
+                    self.note_high_water();
+                }
+                return Ok(None);
+            };
+            self.scanned += i as u64 + 1;
+            let line = *pos;
+            *pos += i + 1;
+            let cr = self.config.strip_cr && i > 0 && rest[i - 1] == b'\r';
+            let len = i - usize::from(cr);
+            if len == 0 && self.config.empty_lines == EmptyLines::Skip {
+                self.stats.delimiters += 1;
+                self.stats.cr_stripped += u64::from(cr);
+                self.stats.empty_lines += 1;
+                continue;
+            }
+            self.count_frame(len, cr);
+            return Ok(Some(line..line + len));
+        }
     }
 
     fn note_high_water(&mut self) {
@@ -371,7 +472,7 @@ impl Framer {
             }
             if let Some(mut discard) = self.discard {
                 let unscanned = self.buf.unscanned();
-                let found = memchr::memchr(b'\n', unscanned);
+                let found = self.newline.find(unscanned);
                 let upto = found.unwrap_or(unscanned.len());
                 self.scanned += found.map_or(upto, |i| i + 1) as u64;
                 if upto > 0 {
@@ -396,7 +497,7 @@ impl Framer {
                 self.discard = Some(discard);
                 return Ok(None);
             }
-            let found = memchr::memchr(b'\n', self.buf.unscanned());
+            let found = self.newline.find(self.buf.unscanned());
             self.scanned += found.map_or(self.buf.unscanned().len(), |i| i + 1) as u64;
             match found {
                 Some(i) => {
@@ -475,7 +576,7 @@ impl Framer {
                 continue;
             }
             let rest = &chunk[*pos..];
-            let found = memchr::memchr(b'\n', rest);
+            let found = self.newline.find(rest);
             self.scanned += found.map_or(rest.len(), |i| i + 1) as u64;
             if let Some(mut discard) = self.discard {
                 let upto = found.unwrap_or(rest.len());

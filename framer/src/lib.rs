@@ -70,6 +70,7 @@ mod framer;
 pub mod host;
 #[cfg(feature = "std")]
 mod io;
+mod newline;
 mod push;
 #[cfg(feature = "server")]
 pub mod server;

@@ -58,7 +58,11 @@ pub struct Push<'f, 'c> {
 impl Push<'_, '_> {
     /// The next event, or `Ok(None)` when the chunk is used up and more input
     /// is needed.
+    #[inline]
     pub fn next_event(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
+        if let Ok(frame) = self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
+            return Ok(frame.map(|range| Event::Frame(&self.chunk[range])));
+        }
         let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
         let (buffer, chunk) = (self.framer.buf.bytes(), self.chunk);
         Ok(raw.map(|raw| {
@@ -92,7 +96,11 @@ pub struct PushMut<'f, 'c> {
 impl PushMut<'_, '_> {
     /// The next event, with the frame as `&mut [u8]`, or `Ok(None)` when the
     /// chunk is used up and more input is needed.
+    #[inline]
     pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
+        if let Ok(frame) = self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
+            return Ok(frame.map(|range| Event::Frame(&mut self.chunk[range])));
+        }
         let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
         let (buffer, chunk) = (self.framer.buf.bytes_mut(), &mut *self.chunk);
         Ok(raw.map(|raw| {
