@@ -251,9 +251,16 @@ impl Framer {
     /// is done). The frame borrows the framer's buffer.
     #[inline]
     pub fn next_event(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
-        if let Some(frame) = self.next_plain_buffered() {
-            return Ok(Some(Event::Frame(&self.buf.bytes()[frame])));
+        match self.next_plain_buffered() {
+            Some(frame) => Ok(Some(Event::Frame(&self.buf.bytes()[frame]))),
+            None => self.next_event_general(),
         }
+    }
+
+    /// [`next_event`](Framer::next_event) off the fast path: kept out of line
+    /// so the fast path stays small enough to inline into the caller's loop.
+    #[inline(never)]
+    fn next_event_general(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
         let raw = self.step_buffered()?;
         Ok(raw.map(|raw| raw.into_event(|src| &self.buf.bytes()[src.buffered()])))
     }
@@ -262,9 +269,15 @@ impl Framer {
     /// for in-place parsers.
     #[inline]
     pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        if let Some(frame) = self.next_plain_buffered() {
-            return Ok(Some(Event::Frame(&mut self.buf.bytes_mut()[frame])));
+        match self.next_plain_buffered() {
+            Some(frame) => Ok(Some(Event::Frame(&mut self.buf.bytes_mut()[frame]))),
+            None => self.next_event_mut_general(),
         }
+    }
+
+    /// [`next_event_mut`](Framer::next_event_mut) off the fast path.
+    #[inline(never)]
+    fn next_event_mut_general(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
         let raw = self.step_buffered()?;
         Ok(raw.map(|raw| raw.into_event(|src| &mut self.buf.bytes_mut()[src.buffered()])))
     }

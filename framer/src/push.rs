@@ -60,9 +60,15 @@ impl Push<'_, '_> {
     /// is needed.
     #[inline]
     pub fn next_event(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
-        if let Ok(frame) = self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
-            return Ok(frame.map(|range| Event::Frame(&self.chunk[range])));
+        match self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
+            Ok(frame) => Ok(frame.map(|range| Event::Frame(&self.chunk[range]))),
+            Err(()) => self.next_event_general(),
         }
+    }
+
+    /// [`next_event`](Push::next_event) off the fast path, out of line.
+    #[inline(never)]
+    fn next_event_general(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
         let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
         let (buffer, chunk) = (self.framer.buf.bytes(), self.chunk);
         Ok(raw.map(|raw| {
@@ -98,9 +104,16 @@ impl PushMut<'_, '_> {
     /// chunk is used up and more input is needed.
     #[inline]
     pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        if let Ok(frame) = self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
-            return Ok(frame.map(|range| Event::Frame(&mut self.chunk[range])));
+        match self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
+            Ok(frame) => Ok(frame.map(|range| Event::Frame(&mut self.chunk[range]))),
+            Err(()) => self.next_event_mut_general(),
         }
+    }
+
+    /// [`next_event_mut`](PushMut::next_event_mut) off the fast path, out of
+    /// line.
+    #[inline(never)]
+    fn next_event_mut_general(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
         let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
         let (buffer, chunk) = (self.framer.buf.bytes_mut(), &mut *self.chunk);
         Ok(raw.map(|raw| {
