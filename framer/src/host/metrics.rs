@@ -138,7 +138,9 @@ pub struct MetricsSnapshot {
     /// invalid UTF-8, wrong or missing `"jsonrpc": "2.0"`, no usable id or
     /// method). Includes `non_json_lines`.
     pub parse_errors: u64,
-    /// Total time the reader waited for room in the inbound queue.
+    /// Total time the reader waited for room in the inbound queue: always
+    /// zero by default, at most [`Overload::max_wait`](super::Overload::max_wait)
+    /// per overload episode when a host opts in.
     pub dispatch_wait: Duration,
     /// `notifications/cancelled` sent to the server (on timeout, on explicit
     /// cancel, or when a request's future was dropped).
@@ -162,8 +164,9 @@ pub struct MetricsSnapshot {
     pub non_json_lines: u64,
     /// Server requests and notifications handed to the application queue.
     pub delivered: u64,
-    /// Times the queue stayed full for the whole wait bound, so the overload
-    /// policy took over.
+    /// Overload episodes: times a message found the inbound queue full while
+    /// no episode was running. An episode lasts until the application has
+    /// drained the queue to half its capacity (see [`Overload`](super::Overload)).
     pub overload_episodes: u64,
     /// Messages dropped by the overload policy (under `Reject`, the
     /// notifications, which cannot be answered, and requests whose error reply

@@ -11,10 +11,12 @@
 //!   the [`Framer`](crate::Framer)'s buffer, then classifies each frame with
 //!   the [envelope](crate::envelope). Responses go to the request waiting
 //!   for them; server requests and notifications go to a bounded queue whose
-//!   consumer is the application. The reader never waits on that consumer for
-//!   longer than [`Overload::max_wait`]; then the [`OverloadPolicy`] applies
-//!   (drop, reject with an error reply, or end the session) and reading goes
-//!   on. Oversize frames follow the framer's policy; lines that are not
+//!   consumer is the application. By default the reader never waits on that
+//!   consumer: a message that does not fit gets the [`OverloadPolicy`] at
+//!   once (drop, reject with an error reply, or end the session) and reading
+//!   goes on. A host may opt in to absorbing bursts with
+//!   [`Overload::max_wait`], a wait budget per overload episode, never per
+//!   message. Oversize frames follow the framer's policy; lines that are not
 //!   JSON-RPC are counted, reported with a bounded [`Excerpt`] and skipped.
 //! * stderr is drained by its own task into a bounded [`StderrTail`], counted
 //!   and forwarded to `tracing`; it never blocks.

@@ -1,11 +1,12 @@
-//! The hand-off from the reader to the application: a bounded queue, a bound
-//! on how long the reader waits for room in it, and the policy applied when
-//! the queue stays full.
+//! The hand-off from the reader to the application: a bounded queue, the
+//! reader's wait budget for room in it (none by default), and the policy
+//! applied to a message that does not fit.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
+use tokio::time::Instant;
 
 use super::metrics::{Metrics, bump};
 
@@ -16,8 +17,9 @@ pub const OVERLOADED: i64 = -32000;
 /// The message of the reply sent under [`OverloadPolicy::Reject`].
 pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try again later";
 
-/// What the reader does with a server message when the application's queue
-/// stayed full for the whole [`Overload::max_wait`].
+/// What the reader does with a server message that does not fit in the
+/// application's queue once it may no longer wait for room (at once by
+/// default; see [`Overload`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum OverloadPolicy {
     /// Drop the message and count it in
@@ -36,36 +38,80 @@ pub enum OverloadPolicy {
     EndSession,
 }
 
-/// How the reader hands messages to a full queue.
+/// How the reader hands messages to the application's bounded queue when it
+/// is full. The reader keeps draining the server's stdout whatever the
+/// application does: a message that does not fit gets the [`OverloadPolicy`]
+/// (drop, reject, end the session), and reading goes on.
 ///
-/// The reader first tries to queue a message without waiting. If the queue is
-/// full it waits for room, at most `max_wait`. If the wait runs out the queue
-/// is **overloaded**: that message and every later one that does not fit at
-/// once get the [`OverloadPolicy`], with no further waiting, until a message
-/// fits again. So the reader waits at most `max_wait` per overload episode,
-/// never per message, and a slow consumer cannot throttle the pipe.
+/// **Overload episode.** An episode starts when a message finds the queue
+/// full, and ends only once the application has drained the queue to at most
+/// half its capacity (not as soon as one message fits). Each episode is
+/// counted in [`overload_episodes`](super::MetricsSnapshot::overload_episodes).
+/// During an episode, a message that fits is still queued.
+///
+/// **`max_wait` is a budget per episode, not per message.**
+///
+/// * `max_wait` zero (**the default**): the reader never waits and arms no
+///   timer. A message that does not fit gets the policy at once, so the
+///   server is never paced by the application; the price is that a burst
+///   larger than the queue is shed even if the application would have caught
+///   up a moment later.
+/// * `max_wait` above zero (opt in, for a host that prefers absorbing short
+///   bursts to shedding): a message that does not fit may wait for room, but
+///   the waits of one episode add up to at most `max_wait`, however many of
+///   them succeed. Once the budget is spent, every message that does not fit
+///   gets the policy at once until the episode ends. The trade-off: a
+///   steadily slow application paces the reader, and so holds the server in
+///   `write(2)` (unable to read its stdin, cancellations included), for up to
+///   `max_wait` per episode; then the reader sheds until the application has
+///   caught up halfway.
+///
+/// A closed queue (the application dropped its receiver) refuses at once.
+/// Time spent waiting is counted in
+/// [`dispatch_wait`](super::MetricsSnapshot::dispatch_wait) (always zero by
+/// default); refused messages in
+/// [`overload_dropped`](super::MetricsSnapshot::overload_dropped) or
+/// [`overload_rejected`](super::MetricsSnapshot::overload_rejected).
 ///
 /// ```
 /// use std::time::Duration;
-/// use mcp_framer::host::{Overload, OverloadPolicy};
+/// use mcp_framer::host::{Overload, OverloadPolicy, Reader, ReaderConfig};
 ///
-/// let overload = Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(5) };
-/// assert_eq!(Overload::default().policy, OverloadPolicy::Reject);
-/// # let _ = overload;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
+/// let stdout = note.repeat(5);
+///
+/// // The default: never wait. Nobody consumes this queue of two.
+/// assert_eq!(Overload::default(), Overload { policy: OverloadPolicy::Reject, max_wait: Duration::ZERO });
+/// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
+/// let reader = Reader::new(ReaderConfig::default(), inbound);
+/// let metrics = reader.metrics();
+/// reader.run(stdout.as_bytes()).await;
+/// let m = metrics.snapshot();
+/// assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (2, 3, 1));
+/// assert_eq!(m.dispatch_wait, Duration::ZERO);
+///
+/// // Opt in: wait at most 20 ms in total for the whole episode; the first
+/// // message that does not fit uses the budget up, the next two get the
+/// // policy at once.
+/// let overload = Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(20) };
+/// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
+/// let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+/// let metrics = reader.metrics();
+/// reader.run(stdout.as_bytes()).await;
+/// let m = metrics.snapshot();
+/// assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (2, 3, 1));
+/// assert!(m.dispatch_wait >= Duration::from_millis(20));
+/// # }
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Overload {
-    /// What to do when the queue stays full. Default: [`OverloadPolicy::Reject`].
+    /// What a message that does not fit gets. Default: [`OverloadPolicy::Reject`].
     pub policy: OverloadPolicy,
-    /// The longest the reader waits for room before the policy applies.
-    /// Default: 100 ms.
+    /// The most the reader may wait for room in the queue, in total, per
+    /// overload episode. Default: zero (never wait).
     pub max_wait: Duration,
-}
-
-impl Default for Overload {
-    fn default() -> Self {
-        Overload { policy: OverloadPolicy::default(), max_wait: Duration::from_millis(100) }
-    }
 }
 
 /// The result of offering an item to the queue.
@@ -73,50 +119,74 @@ impl Default for Overload {
 pub(crate) enum Offer<T> {
     /// Queued.
     Delivered,
-    /// The queue is overloaded (or its receiver is gone): apply the policy.
+    /// It does not fit and may not wait (or the receiver is gone): apply the
+    /// policy.
     Refused(T),
 }
 
-/// The sending side of the application queue, with the wait bound and the
-/// overload state. Owned by the reader.
+/// The sending side of the application queue, with the wait budget and the
+/// overload episode. Owned by the reader.
 #[derive(Debug)]
 pub(crate) struct Dispatch<T> {
     queue: mpsc::Sender<T>,
     max_wait: Duration,
-    overloaded: bool,
+    /// The current overload episode, if any: how much of its wait budget has
+    /// been spent.
+    episode: Option<Duration>,
     metrics: Arc<Metrics>,
 }
 
 impl<T> Dispatch<T> {
     pub(crate) fn new(queue: mpsc::Sender<T>, max_wait: Duration, metrics: Arc<Metrics>) -> Self {
-        Dispatch { queue, max_wait, overloaded: false, metrics }
+        Dispatch { queue, max_wait, episode: None, metrics }
     }
 
-    /// Queues `item`, waiting for room at most `max_wait` and only when not
-    /// already overloaded. Time spent waiting is added to the metrics. A
-    /// closed queue (receiver dropped) counts as permanently full.
+    /// Queues `item` if it fits; otherwise starts an overload episode (if
+    /// none is running) and waits for room only while the episode's budget
+    /// lasts. See [`Overload`] for the contract.
     pub(crate) async fn offer(&mut self, item: T) -> Offer<T> {
+        if self.episode.is_some() && self.drained_halfway() {
+            self.episode = None;
+        }
         let item = match self.queue.try_send(item) {
-            Ok(()) => {
-                self.overloaded = false;
-                return Offer::Delivered;
-            }
+            Ok(()) => return Offer::Delivered,
             Err(TrySendError::Closed(item)) => return Offer::Refused(item),
-            Err(TrySendError::Full(item)) if self.overloaded => return Offer::Refused(item),
             Err(TrySendError::Full(item)) => item,
         };
-        let started = Instant::now();
-        let sent = self.queue.send_timeout(item, self.max_wait).await;
-        self.metrics.add_dispatch_wait(started.elapsed());
-        match sent {
-            Ok(()) => Offer::Delivered,
-            Err(SendTimeoutError::Timeout(item)) => {
-                self.overloaded = true;
+        let spent = match self.episode {
+            Some(spent) => spent,
+            None => {
                 bump(&self.metrics.overload_episodes);
+                self.episode = Some(Duration::ZERO);
+                Duration::ZERO
+            }
+        };
+        let budget = self.max_wait.saturating_sub(spent);
+        if budget.is_zero() {
+            return Offer::Refused(item);
+        }
+        let started = Instant::now();
+        let sent = self.queue.send_timeout(item, budget).await;
+        let waited = started.elapsed();
+        self.metrics.add_dispatch_wait(waited);
+        match sent {
+            Ok(()) => {
+                self.episode = Some(spent + waited);
+                Offer::Delivered
+            }
+            Err(SendTimeoutError::Timeout(item)) => {
+                self.episode = Some(self.max_wait);
                 Offer::Refused(item)
             }
             Err(SendTimeoutError::Closed(item)) => Offer::Refused(item),
         }
+    }
+
+    /// Whether the application has drained the queue to at most half its
+    /// capacity (which ends an overload episode).
+    fn drained_halfway(&self) -> bool {
+        let capacity = self.queue.max_capacity();
+        capacity - self.queue.capacity() <= capacity / 2
     }
 
     /// Queues `item` only if there is room right now (for reports, which
@@ -125,45 +195,150 @@ impl<T> Dispatch<T> {
         self.queue.try_send(item).is_ok()
     }
 
-    /// Whether the last offer found the queue overloaded.
-    #[cfg(test)]
+    /// Whether an overload episode is running (it ends at the first offer
+    /// after the queue has drained halfway).
     pub(crate) fn is_overloaded(&self) -> bool {
-        self.overloaded
+        self.episode.is_some()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
     use super::*;
 
-    #[tokio::test]
-    async fn waits_once_per_episode_then_refuses_at_once_until_room_returns() {
+    const MS: Duration = Duration::from_millis(1);
+
+    fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, mpsc::Receiver<u32>, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
-        let (tx, mut rx) = mpsc::channel(1);
-        let mut dispatch = Dispatch::new(tx, Duration::from_millis(20), Arc::clone(&metrics));
-        assert!(matches!(dispatch.offer(1).await, Offer::Delivered));
+        let (tx, rx) = mpsc::channel(capacity);
+        (Dispatch::new(tx, max_wait, Arc::clone(&metrics)), rx, metrics)
+    }
 
-        let started = Instant::now();
-        assert!(matches!(dispatch.offer(2).await, Offer::Refused(2)));
-        assert!(started.elapsed() >= Duration::from_millis(20));
-        assert!(dispatch.is_overloaded());
-        // Overloaded: refused without waiting (a generous bound, far below
-        // the 100 waits it would take otherwise).
-        let started = Instant::now();
-        for i in 0..100 {
-            assert!(matches!(dispatch.offer(i).await, Offer::Refused(_)));
+    /// Polls `offer(item)` exactly once: `None` if it would have waited.
+    fn offer_without_waiting(dispatch: &mut Dispatch<u32>, item: u32) -> Option<Offer<u32>> {
+        let mut offer = pin!(dispatch.offer(item));
+        match offer.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(offer) => Some(offer),
+            Poll::Pending => None,
         }
-        assert!(started.elapsed() < Duration::from_millis(20 * 100));
-        let snapshot = metrics.snapshot();
-        assert_eq!(snapshot.overload_episodes, 1);
-        assert!(snapshot.dispatch_wait >= Duration::from_millis(20));
+    }
 
-        // Room again: delivered, and the episode is over.
+    async fn fill(dispatch: &mut Dispatch<u32>, n: u32) {
+        for i in 0..n {
+            assert!(matches!(dispatch.offer(i).await, Offer::Delivered), "offer {i} of {n}");
+        }
+    }
+
+    // The real clock: a zero-timeout wait would still go through the timer
+    // (pending until its next tick) and add to `dispatch_wait`.
+    #[tokio::test]
+    async fn the_default_never_waits_not_even_once() {
+        let (mut dispatch, mut rx, metrics) = dispatch(8, Overload::default().max_wait);
+        fill(&mut dispatch, 8).await;
+        for i in 0..100 {
+            let offer = offer_without_waiting(&mut dispatch, 100 + i);
+            assert!(matches!(offer, Some(Offer::Refused(n)) if n == 100 + i), "offer {i}: {offer:?}");
+            if i % 10 == 0 {
+                // A slot freed now fits the next offer at once, and the
+                // episode goes on (the queue is still more than half full).
+                assert!(rx.recv().await.is_some());
+                assert!(matches!(offer_without_waiting(&mut dispatch, 7), Some(Offer::Delivered)));
+            }
+        }
+        assert!(dispatch.is_overloaded());
+        let m = metrics.snapshot();
+        assert_eq!(m.dispatch_wait, Duration::ZERO);
+        assert_eq!(m.overload_episodes, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_budget_adds_up_across_successful_waits() {
+        let (mut dispatch, mut rx, metrics) = dispatch(4, 50 * MS);
+        fill(&mut dispatch, 4).await;
+        // A steadily slow consumer: one message every 15 ms, for ever.
+        let consumer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(15 * MS).await;
+                if rx.recv().await.is_none() {
+                    break;
+                }
+            }
+        });
+        let start = Instant::now();
+        // Three waits of 15 ms each succeed (45 ms of the budget)...
+        for i in 0..3 {
+            assert!(matches!(dispatch.offer(10 + i).await, Offer::Delivered), "wait {i}");
+        }
+        assert_eq!(start.elapsed(), 45 * MS);
+        // ...the fourth gets the 5 ms left and is refused...
+        assert!(matches!(dispatch.offer(13).await, Offer::Refused(13)));
+        assert_eq!(start.elapsed(), 50 * MS);
+        // ...and from then on a message that does not fit is refused at once,
+        // however steadily the consumer frees slots.
+        for i in 0..20 {
+            tokio::time::sleep(5 * MS).await;
+            let before = Instant::now();
+            let _ = dispatch.offer(20 + i).await;
+            assert_eq!(before.elapsed(), Duration::ZERO, "offer {i} waited");
+        }
+        let m = metrics.snapshot();
+        assert_eq!(m.dispatch_wait, 50 * MS);
+        assert_eq!(m.overload_episodes, 1);
+        assert!(dispatch.is_overloaded());
+        consumer.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_episode_ends_only_when_the_queue_has_drained_halfway() {
+        let (mut dispatch, mut rx, metrics) = dispatch(4, 10 * MS);
+        fill(&mut dispatch, 4).await;
+        assert!(matches!(dispatch.offer(4).await, Offer::Refused(4)));
+        assert_eq!(metrics.snapshot().dispatch_wait, 10 * MS);
+
+        // One slot free (3 of 4 queued): the next message fits, the one after
+        // is refused at once; the episode goes on.
+        assert_eq!(rx.recv().await, Some(0));
+        assert!(matches!(dispatch.offer(5).await, Offer::Delivered));
+        let before = Instant::now();
+        assert!(matches!(dispatch.offer(6).await, Offer::Refused(6)));
+        assert_eq!(before.elapsed(), Duration::ZERO);
+        assert!(dispatch.is_overloaded());
+
+        // Drained to half (2 of 4): the episode ends at the next offer.
         assert_eq!(rx.recv().await, Some(1));
-        assert!(matches!(dispatch.offer(3).await, Offer::Delivered));
+        assert_eq!(rx.recv().await, Some(2));
+        assert!(matches!(dispatch.offer(7).await, Offer::Delivered));
         assert!(!dispatch.is_overloaded());
-        assert!(!dispatch.offer_now(4));
-        drop(rx);
-        assert!(matches!(dispatch.offer(5).await, Offer::Refused(5)));
+        assert!(matches!(dispatch.offer(8).await, Offer::Delivered));
+
+        // Full again: a new episode, with a fresh budget.
+        let before = Instant::now();
+        assert!(matches!(dispatch.offer(9).await, Offer::Refused(9)));
+        assert_eq!(before.elapsed(), 10 * MS);
+        let m = metrics.snapshot();
+        assert_eq!((m.overload_episodes, m.dispatch_wait), (2, 20 * MS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_queue_refuses_at_once_even_mid_wait() {
+        let (mut dispatch, rx, metrics) = dispatch(1, Duration::from_secs(60));
+        fill(&mut dispatch, 1).await;
+        // The receiver goes away 5 ms into a wait allowed to last 60 s.
+        let closer = tokio::spawn(async move {
+            tokio::time::sleep(5 * MS).await;
+            drop(rx);
+        });
+        let start = Instant::now();
+        assert!(matches!(dispatch.offer(1).await, Offer::Refused(1)));
+        assert_eq!(start.elapsed(), 5 * MS);
+        closer.await.expect("closer");
+        // Closed: refused without waiting, room or not.
+        assert!(matches!(offer_without_waiting(&mut dispatch, 2), Some(Offer::Refused(2))));
+        assert!(!dispatch.offer_now(3));
+        assert_eq!(metrics.snapshot().dispatch_wait, 5 * MS);
     }
 }

@@ -70,8 +70,9 @@ pub struct ReaderReport {
 
 /// The stdout reader: reads straight into the [`Framer`]'s buffer, frames,
 /// classifies each frame with the JSON-RPC [envelope](crate::envelope) and
-/// routes it. It only ever waits for the pipe, and for room in the inbound
-/// queue for at most [`Overload::max_wait`] per overload episode.
+/// routes it. It only ever waits for the pipe (and, only if a host opts in
+/// with [`Overload::max_wait`], for room in the inbound queue, at most that
+/// long in total per overload episode).
 ///
 /// * Responses go straight to the request waiting for them (inside a
 ///   [`Session`](super::Session)), never through the queue. A standalone
@@ -296,7 +297,7 @@ impl Reader {
         let item = match self.dispatch.offer(item).await {
             Offer::Delivered => {
                 bump(&self.metrics.delivered);
-                self.warned_overload = false;
+                self.warned_overload &= self.dispatch.is_overloaded();
                 return Ok(());
             }
             Offer::Refused(item) => item,
@@ -305,7 +306,7 @@ impl Reader {
         if !self.warned_overload {
             self.warned_overload = true;
             tracing::warn!(
-                "inbound queue full for {:?} (or closed): applying the overload policy {policy:?}",
+                "inbound queue full (wait budget per episode {:?}) or closed: applying the overload policy {policy:?}",
                 self.config.overload.max_wait
             );
         }
