@@ -249,7 +249,7 @@ impl Framer {
     /// The next event from the bytes committed so far, or `Ok(None)` when more
     /// input is needed (or, after [`finish`](Framer::finish), when the stream
     /// is done). The frame borrows the framer's buffer.
-    #[inline]
+    #[inline(always)]
     pub fn next_event(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
         match self.next_plain_buffered() {
             Some(frame) => Ok(Some(Event::Frame(&self.buf.bytes()[frame]))),
@@ -267,7 +267,7 @@ impl Framer {
 
     /// As [`next_event`](Framer::next_event), with the frame as `&mut [u8]`
     /// for in-place parsers.
-    #[inline]
+    #[inline(always)]
     pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
         match self.next_plain_buffered() {
             Some(frame) => Ok(Some(Event::Frame(&mut self.buf.bytes_mut()[frame]))),

@@ -58,7 +58,7 @@ pub struct Push<'f, 'c> {
 impl Push<'_, '_> {
     /// The next event, or `Ok(None)` when the chunk is used up and more input
     /// is needed.
-    #[inline]
+    #[inline(always)]
     pub fn next_event(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
         match self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
             Ok(frame) => Ok(frame.map(|range| Event::Frame(&self.chunk[range]))),
@@ -102,7 +102,7 @@ pub struct PushMut<'f, 'c> {
 impl PushMut<'_, '_> {
     /// The next event, with the frame as `&mut [u8]`, or `Ok(None)` when the
     /// chunk is used up and more input is needed.
-    #[inline]
+    #[inline(always)]
     pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
         match self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
             Ok(frame) => Ok(frame.map(|range| Event::Frame(&mut self.chunk[range]))),
