@@ -7,14 +7,18 @@
 //!
 //! * `coupled`: reads the next message only when the consumer is ready (the
 //!   framer in a blocking loop calling the consumer inline);
-//! * `host reader`: the host transport's reader task
+//! * `host reader, defaults`: the host transport's reader task
 //!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue (256,
 //!   the host's default) to a consumer thread, with `OverloadPolicy::Drop`
-//!   once the queue stays full for `max_wait`; run with the host's default
-//!   wait (100 ms) and with a wait of zero;
+//!   and the default `Overload::max_wait` (zero: never wait, a message that
+//!   does not fit is dropped at once);
+//! * `host reader, max_wait 100 ms`: the same with the opt-in wait budget of
+//!   100 ms per overload episode (an episode ends when the queue has drained
+//!   halfway), which lets the consumer pace the reader for at most that long
+//!   per episode;
 //! * `drop when full`: a reference for the decoupled design, not the host's
-//!   policy: the framer in a tokio task offering each frame to the same queue
-//!   with `try_send` and dropping it when the queue is full, never waiting.
+//!   code: the framer in a tokio task offering each frame to the same queue
+//!   with `try_send` and dropping it when the queue is full.
 //!
 //! It prints a Markdown table (the median of three runs per row) and writes
 //! it, with an SVG bar chart of the child's time blocked in `write`, to
@@ -31,7 +35,7 @@ use std::process::ChildStdout;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use mcp_framer::host::ReaderEnd;
+use mcp_framer::host::{Overload, ReaderEnd};
 use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -47,10 +51,14 @@ const REPEATS: usize = 3;
 /// The host transport's default inbound queue capacity.
 const CAPACITY: usize = 256;
 
+/// The host transport's default wait budget per overload episode (checked
+/// against `Overload::default()` in `main`).
+const DEFAULT_WAIT: Duration = Duration::ZERO;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Strategy {
     Coupled,
-    /// The host reader with this wait bound.
+    /// The host reader with this wait budget per overload episode.
     HostReader(Duration),
     /// `try_send`, drop when full.
     DropWhenFull,
@@ -59,15 +67,18 @@ enum Strategy {
 impl Strategy {
     const ALL: [Strategy; 4] = [
         Strategy::Coupled,
+        Strategy::HostReader(DEFAULT_WAIT),
         Strategy::HostReader(Duration::from_millis(100)),
-        Strategy::HostReader(Duration::ZERO),
         Strategy::DropWhenFull,
     ];
 
     fn name(self) -> String {
         match self {
             Strategy::Coupled => "coupled".into(),
-            Strategy::HostReader(wait) => format!("host reader, queue {CAPACITY}, max_wait {wait:?}"),
+            Strategy::HostReader(wait) if wait == DEFAULT_WAIT => {
+                format!("host reader, queue {CAPACITY}, defaults (max_wait {wait:?})")
+            }
+            Strategy::HostReader(wait) => format!("host reader, queue {CAPACITY}, max_wait {wait:?} (opt-in)"),
             Strategy::DropWhenFull => format!("drop when full, queue {CAPACITY} (reference)"),
         }
     }
@@ -87,6 +98,8 @@ struct Row {
     /// Time the reader waited for room in the queue (none for the coupled
     /// reader: it is the consumer).
     waited: Option<Duration>,
+    /// The host reader's overload episodes (none for the other readers).
+    episodes: Option<u64>,
     /// From the start signal until the consumer had handled its last message.
     host_done: Duration,
 }
@@ -101,7 +114,7 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
             })
             .unwrap_or_else(|e| fail(e));
             assert_eq!(run.count, writer.frames, "the coupled reader handles every message");
-            row(&run, (run.count, 0, None), run.elapsed)
+            row(&run, (run.count, 0, None, None), run.elapsed)
         }
         Strategy::HostReader(max_wait) => {
             let mut consumer = None;
@@ -114,7 +127,11 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
                     let report = reader.await.map_err(std::io::Error::other)?;
                     assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
                     let metrics = metrics.snapshot();
-                    delivery = Some((metrics.delivered, metrics.overload_dropped, metrics.dispatch_wait));
+                    if max_wait.is_zero() {
+                        assert_eq!(metrics.dispatch_wait, Duration::ZERO, "the default never waits");
+                    }
+                    let episodes = Some(metrics.overload_episodes);
+                    delivery = Some((metrics.delivered, metrics.overload_dropped, metrics.dispatch_wait, episodes));
                     Ok(metrics.frames)
                 })
             };
@@ -132,7 +149,7 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
                     consumer = Some(spawn_consumer(queue, cost, |_| true));
                     let done = reader.await.map_err(std::io::Error::other)??;
                     assert_eq!(done.waited, Duration::ZERO, "never waits");
-                    delivery = Some((done.delivered, done.dropped, done.waited));
+                    delivery = Some((done.delivered, done.dropped, done.waited, None));
                     Ok(done.delivered + done.dropped)
                 })
             };
@@ -165,19 +182,24 @@ fn decoupled_row(
     run: &Run,
     writer: &Writer,
     consumer: Option<JoinHandle<(u64, Instant)>>,
-    delivery: Option<(u64, u64, Duration)>,
+    delivery: Option<(u64, u64, Duration, Option<u64>)>,
 ) -> Row {
     let (handled, done) = consumer.expect("spawned").join().expect("the consumer thread");
-    let (delivered, dropped, waited) = delivery.expect("the reader reported");
+    let (delivered, dropped, waited, episodes) = delivery.expect("the reader reported");
     assert_eq!(run.count, writer.frames, "the reader framed every message");
     assert_eq!((handled, delivered + dropped), (delivered, writer.frames), "every message handled or dropped");
-    row(run, (handled, dropped, Some(waited)), done - run.started)
+    row(run, (handled, dropped, Some(waited), episodes), done - run.started)
 }
 
-/// A row from the child's report, `(handled, dropped, waited)` and the host's
-/// completion time.
-fn row(run: &Run, (handled, dropped, waited): (u64, u64, Option<Duration>), host_done: Duration) -> Row {
-    Row { blocked: run.report.write_blocked, elapsed: run.report.elapsed, handled, dropped, waited, host_done }
+/// A row from the child's report, `(handled, dropped, waited, episodes)` and
+/// the host's completion time.
+fn row(
+    run: &Run,
+    (handled, dropped, waited, episodes): (u64, u64, Option<Duration>, Option<u64>),
+    host_done: Duration,
+) -> Row {
+    let report = &run.report;
+    Row { blocked: report.write_blocked, elapsed: report.elapsed, handled, dropped, waited, episodes, host_done }
 }
 
 fn ms(d: Duration) -> String {
@@ -196,19 +218,20 @@ fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| consumer µs/msg | reader | child blocked in write (ms) | child time to completion (ms) | handled | dropped | reader waited for the queue (ms) | host done (ms) |"
+        "| consumer µs/msg | reader | child blocked in write (ms) | child time to completion (ms) | handled | dropped | reader waited for the queue (ms) | overload episodes | host done (ms) |"
     );
-    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for (cost, strategy, row) in results {
         let _ = writeln!(
             out,
-            "| {cost} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {cost} | {} | {} | {} | {} | {} | {} | {} | {} |",
             strategy.name(),
             ms(row.blocked),
             ms(row.elapsed),
             row.handled,
             row.dropped,
             row.waited.map_or_else(|| "-".into(), ms),
+            row.episodes.map_or_else(|| "-".into(), |n| n.to_string()),
             ms(row.host_done)
         );
     }
@@ -306,6 +329,7 @@ fn output_dir() -> Option<PathBuf> {
 }
 
 fn main() {
+    assert_eq!(Overload::default().max_wait, DEFAULT_WAIT, "the host's default wait budget");
     let quick = mcp_framer_benches::shapes::quick();
     let messages = if quick { 2_000 } else { 10_000 };
     let base = Writer::with_total(Shape::Request, 0, 0);
