@@ -54,7 +54,8 @@ pub enum ReaderEnd {
     /// A frame passed the transport limit under
     /// [`OversizePolicy::Fail`](crate::OversizePolicy::Fail).
     Oversize(FrameError),
-    /// The inbound queue stayed full under [`OverloadPolicy::EndSession`].
+    /// A message did not fit in the inbound queue (see [`Overload`]) under
+    /// [`OverloadPolicy::EndSession`].
     Overloaded,
 }
 

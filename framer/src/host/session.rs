@@ -59,6 +59,7 @@ impl Default for ShutdownConfig {
 /// let config = SessionConfig {
 ///     reader: ReaderConfig {
 ///         framer: Config { max_frame: 8 << 20, oversize: OversizePolicy::Fail, ..Config::default() },
+///         // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
 ///         overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(10) },
 ///         ..ReaderConfig::default()
 ///     },
@@ -72,7 +73,10 @@ pub struct SessionConfig {
     /// The stdout reader: transport limit, oversize policy, overload policy.
     pub reader: ReaderConfig,
     /// Capacity of the inbound queue (server requests and notifications).
-    /// Default 256.
+    /// Default 256. With the default [`Overload`](super::Overload) (no wait),
+    /// the messages of a burst beyond this many, arriving faster than the
+    /// application takes them, get the overload policy: size it for the
+    /// server's bursts.
     pub inbound_capacity: usize,
     /// How long a request waits for its response before it fails and a
     /// `notifications/cancelled` is sent. Default 60 s.
@@ -123,7 +127,8 @@ pub enum CloseReason {
     /// [`OversizePolicy::Fail`](crate::OversizePolicy::Fail); the server was
     /// killed. Start a new session.
     Oversize(FrameError),
-    /// The inbound queue stayed full under
+    /// A message did not fit in the inbound queue (see
+    /// [`Overload`](super::Overload)) under
     /// [`OverloadPolicy::EndSession`](super::OverloadPolicy::EndSession); the
     /// server was killed.
     Overloaded,
