@@ -11,7 +11,8 @@
 //! limit), `framer-blocking` (this crate's framer, `Framer::read_from`),
 //! `host-reader` (the host transport's tokio reader task,
 //! `mcp_framer::host::Reader`: framing, envelope classification, one copy per
-//! message, a bounded queue to a consumer task that counts), `framer-task`
+//! message, a bounded queue to a consumer task that counts, taking up to 256
+//! messages per wake-up with `recv_many`), `framer-task`
 //! (the same task and queue with framing only, no envelope: what the
 //! classification costs),
 //! `framedread-lines` (tokio-util `FramedRead` + `LinesCodec`) and
@@ -56,6 +57,11 @@ const DEFAULT_PIPE: u64 = 64 << 10;
 /// counts never makes the reader drop.
 const QUEUE: Queue = Queue { capacity: 4096, max_wait: Duration::from_millis(100) };
 
+/// The most items the counting consumer takes from the queue per wake-up
+/// (`Receiver::recv_many`): one lock on the queue's permits per batch instead
+/// of one per message.
+const CONSUMER_BATCH: usize = 256;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Strategy {
     RawDrain,
@@ -92,9 +98,12 @@ impl Strategy {
                 let stdout = tokio::process::ChildStdout::from_std(stdout)?;
                 let (reader, mut queue, metrics) = readers::spawn_host_reader(stdout, QUEUE.capacity, QUEUE.max_wait);
                 let mut frames = 0;
-                while let Some(item) = queue.recv().await {
-                    assert!(readers::is_message(&item), "unexpected {item:?}");
-                    frames += 1;
+                let mut batch = Vec::with_capacity(CONSUMER_BATCH);
+                while queue.recv_many(&mut batch, CONSUMER_BATCH).await > 0 {
+                    for item in batch.drain(..) {
+                        assert!(readers::is_message(&item), "unexpected {item:?}");
+                        frames += 1;
+                    }
                 }
                 let report = reader.await.map_err(io::Error::other)?;
                 assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
@@ -110,8 +119,10 @@ impl Strategy {
                 let stdout = tokio::process::ChildStdout::from_std(stdout)?;
                 let (reader, mut queue) = readers::spawn_decoupled(stdout, QUEUE);
                 let mut frames = 0;
-                while queue.recv().await.is_some() {
-                    frames += 1;
+                let mut batch = Vec::with_capacity(CONSUMER_BATCH);
+                while queue.recv_many(&mut batch, CONSUMER_BATCH).await > 0 {
+                    frames += batch.len() as u64;
+                    batch.clear();
                 }
                 let delivery = reader.await.map_err(io::Error::other)??;
                 assert_eq!((delivery.delivered, delivery.dropped), (frames, 0), "a counting consumer never overloads");

@@ -59,8 +59,8 @@ pub(crate) fn top_level(text: &str) -> Result<TopLevel<'_>, ScanError> {
         loop {
             let (key, after_colon) = key(b, i).map_err(ScanError::Malformed)?;
             let start = skip_ws(b, after_colon);
-            let end = skip_value(b, start).map_err(ScanError::Malformed)?;
-            if let Some(slot) = known_key(&text[key.clone()]) {
+            let end = skip_member_value(b, start).map_err(ScanError::Malformed)?;
+            if let Some(slot) = known_key(&text[key.raw.clone()], key.escaped) {
                 if top.values[slot].is_some() {
                     top.duplicate = top.duplicate.or(Some(KEYS[slot]));
                 }
@@ -83,10 +83,21 @@ pub(crate) fn top_level(text: &str) -> Result<TopLevel<'_>, ScanError> {
     }
 }
 
+/// [`skip_value`] for a top-level member's value, with the routing fields'
+/// usual scalars (strings, numbers) skipped without its container machinery.
+#[inline(always)]
+fn skip_member_value(b: &[u8], i: usize) -> Result<usize, usize> {
+    match b.get(i) {
+        Some(b'"') => skip_string(b, i + 1),
+        Some(b'-' | b'0'..=b'9') => skip_number(b, i),
+        _ => skip_value(b, i),
+    }
+}
+
 /// Which of [`KEYS`] a key's raw content (between its quotes) names,
-/// comparing after unescaping.
-fn known_key(raw: &str) -> Option<usize> {
-    if raw.contains('\\') {
+/// comparing after unescaping (when it has escapes).
+fn known_key(raw: &str, escaped: bool) -> Option<usize> {
+    if escaped {
         let decoded: String = serde_json::from_str(&format!("\"{raw}\"")).ok()?;
         KEYS.iter().position(|k| *k == decoded)
     } else {
@@ -124,19 +135,29 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// A key at `i` (a string), whitespace, and a `:`: returns the range of the
-/// key's raw content and the index after the colon.
+/// An object key as [`key`] found it.
+struct Key {
+    /// The key's raw content, between its quotes.
+    raw: core::ops::Range<usize>,
+    /// Whether the content has escapes (so must be decoded to compare).
+    escaped: bool,
+}
+
+/// A key at `i` (a string), whitespace, and a `:`: returns the key and the
+/// index after the colon.
 #[inline(always)]
-fn key(b: &[u8], i: usize) -> Result<(core::ops::Range<usize>, usize), usize> {
+fn key(b: &[u8], i: usize) -> Result<(Key, usize), usize> {
     if b.get(i) != Some(&b'"') {
         return Err(i);
     }
-    let end = skip_string(b, i + 1)?;
+    let plain = skip_plain(b, i + 1);
+    let (end, escaped) =
+        if b.get(plain) == Some(&b'"') { (plain + 1, false) } else { (skip_escaped_string(b, plain)?, true) };
     let colon = skip_ws(b, end);
     if b.get(colon) != Some(&b':') {
         return Err(colon);
     }
-    Ok((i + 1..end - 1, colon + 1))
+    Ok((Key { raw: i + 1..end - 1, escaped }, colon + 1))
 }
 
 /// Validates one JSON value starting at `i` and returns the index after it.
@@ -192,8 +213,9 @@ pub(crate) fn skip_value(b: &[u8], mut i: usize) -> Result<usize, usize> {
     }
 }
 
-/// Open containers, innermost last: `true` for an object. The first 64
-/// levels live in a word; deeper ones spill to the heap.
+/// Open containers, innermost first: `true` for an object. The innermost
+/// 64 levels live in a word (bit 0 the innermost); outer ones spill to the
+/// heap.
 #[derive(Default)]
 struct Nesting {
     depth: usize,
@@ -202,28 +224,27 @@ struct Nesting {
 }
 
 impl Nesting {
+    #[inline(always)]
     fn push(&mut self, object: bool) {
-        if self.depth < 64 {
-            self.word = (self.word & !(1 << self.depth)) | (u64::from(object) << self.depth);
-        } else {
-            self.spill.push(object);
+        if self.depth >= 64 {
+            self.spill.push(self.word >> 63 == 1);
         }
+        self.word = self.word << 1 | u64::from(object);
         self.depth += 1;
     }
 
+    #[inline(always)]
     fn top(&self) -> Option<bool> {
-        match self.depth {
-            0 => None,
-            1..=64 => Some(self.word >> (self.depth - 1) & 1 == 1),
-            _ => self.spill.last().copied(),
-        }
+        (self.depth != 0).then_some(self.word & 1 == 1)
     }
 
+    #[inline(always)]
     fn pop(&mut self) {
-        if self.depth > 64 {
-            self.spill.pop();
-        }
+        self.word >>= 1;
         self.depth -= 1;
+        if self.depth >= 64 {
+            self.word |= u64::from(self.spill.pop() == Some(true)) << 63;
+        }
     }
 }
 
@@ -275,19 +296,16 @@ fn skip_string(b: &[u8], i: usize) -> Result<usize, usize> {
     if b.get(end) == Some(&b'"') { Ok(end + 1) } else { skip_escaped_string(b, end) }
 }
 
-/// [`skip_string`] from a byte that is not plain (`\`, a control character
+/// [`skip_string`] from a byte that is not plain (`\\`, a control character
 /// or the end of the text).
 #[inline(never)]
 fn skip_escaped_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
     loop {
         match b.get(i) {
             Some(b'"') => return Ok(i + 1),
-            Some(b'\\') => match b.get(i + 1) {
-                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                Some(b'u') => match b.get(i + 2..i + 6) {
-                    Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => i += 6,
-                    _ => return Err(i),
-                },
+            Some(b'\\') => match b.get(i + 1).map_or(0, |&c| ESCAPE_LEN[usize::from(c)]) {
+                2 => i += 2,
+                6 if b.get(i + 2..i + 6).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) => i += 6,
                 _ => return Err(i),
             },
             // A control character, or the end of the text.
@@ -297,24 +315,45 @@ fn skip_escaped_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
     }
 }
 
-/// The index of the first byte at or after `i` that is `"`, `\` or a
-/// control character (or the end of `b`). Eight bytes at a time: in each
-/// mask below, the lowest set bit marks the first matching byte exactly
-/// (higher bits may be false positives, and are never used).
+/// The length of an escape by the byte after its backslash: 2 for the
+/// one-character escapes, 6 for `\\u` (four hex digits follow), 0 for bytes
+/// that start no escape. One load instead of a chain of comparisons.
+const ESCAPE_LEN: [u8; 256] = {
+    let mut len = [0; 256];
+    let mut one_char = b"\"\\/bfnrt".as_slice();
+    while let [c, rest @ ..] = one_char {
+        len[*c as usize] = 2;
+        one_char = rest;
+    }
+    len[b'u' as usize] = 6;
+    len
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `word` (little-endian) that may be `"`, `\\`
+/// or a control character. The lowest set bit marks the first such byte
+/// exactly; higher bits may be false positives (a borrow from a lower match),
+/// so only the lowest is ever used.
+#[inline(always)]
+fn special(word: u64) -> u64 {
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    (word.wrapping_sub(ONES * 0x20) & !word
+        | quote.wrapping_sub(ONES) & !quote
+        | backslash.wrapping_sub(ONES) & !backslash)
+        & HIGH
+}
+
+/// The index of the first byte at or after `i` that is `"`, `\\` or a
+/// control character (or the end of `b`). Eight bytes at a time, then one.
 #[inline(always)]
 fn skip_plain(b: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(chunk) = b.get(i..i + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        let special = (word.wrapping_sub(ONES * 0x20) & !word
-            | quote.wrapping_sub(ONES) & !quote
-            | backslash.wrapping_sub(ONES) & !backslash)
-            & HIGH;
-        if special != 0 {
-            return i + (special.trailing_zeros() / 8) as usize;
+        let found = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -341,6 +380,28 @@ mod tests {
         serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
     }
 
+    /// Calls `check` on every UTF-8 text made from `seed` by inserting or
+    /// replacing one byte, anywhere; returns how many.
+    fn for_each_mutation(seed: &str, mut check: impl FnMut(&str)) -> usize {
+        let mut checked = 0;
+        for at in 0..=seed.len() {
+            for byte in 0..=255u8 {
+                for replace in [false, true] {
+                    let mut bytes = seed.as_bytes().to_vec();
+                    match (replace, at < bytes.len()) {
+                        (false, _) => bytes.insert(at, byte),
+                        (true, true) => bytes[at] = byte,
+                        (true, false) => continue,
+                    }
+                    let Ok(text) = std::str::from_utf8(&bytes) else { continue };
+                    check(text);
+                    checked += 1;
+                }
+            }
+        }
+        checked
+    }
+
     #[test]
     fn scanner_accepts_exactly_what_serde_json_accepts() {
         let seeds = [
@@ -352,21 +413,7 @@ mod tests {
         let mut checked = 0;
         for seed in seeds {
             assert!(valid(seed) && serde_valid(seed), "{seed}");
-            for at in 0..=seed.len() {
-                for byte in 0..=255u8 {
-                    for replace in [false, true] {
-                        let mut bytes = seed.as_bytes().to_vec();
-                        match (replace, at < bytes.len()) {
-                            (false, _) => bytes.insert(at, byte),
-                            (true, true) => bytes[at] = byte,
-                            (true, false) => continue,
-                        }
-                        let Ok(text) = std::str::from_utf8(&bytes) else { continue };
-                        assert_eq!(valid(text), serde_valid(text), "{text:?}");
-                        checked += 1;
-                    }
-                }
-            }
+            checked += for_each_mutation(seed, |text| assert_eq!(valid(text), serde_valid(text), "{text:?}"));
         }
         assert!(checked > 40_000, "{checked}");
     }
@@ -425,6 +472,56 @@ mod tests {
         assert!(valid(&deep(200, "]")));
         assert!(!valid(&deep(200, "}")));
         assert!(!valid(&deep(200, "]")[..deep(200, "]").len() - 1]));
+    }
+
+    /// `top_level`'s verdict on a text against serde_json's: one valid JSON
+    /// value, and an object.
+    fn top_level_agrees(text: &str) {
+        let object = text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{');
+        assert_eq!(top_level(text).is_ok(), serde_valid(text) && object, "{text:?}");
+    }
+
+    #[test]
+    fn top_level_member_values_match_serde_json_under_mutation() {
+        // Every kind of top-level value (the scalar fast path and the nested
+        // one), escaped and plain keys, whitespace around everything.
+        let seeds = [
+            r#"{"id":-12.5e+3,"jsonrpc":"2.0","method":"a\\b\u00e9","params":[1,{"k":null}]}"#,
+            r#" { "\u0069d" : "x" , "result" : true , "n" : 0 , "e" : false } "#,
+        ];
+        let mut checked = 0;
+        for seed in seeds {
+            assert!(top_level(seed).is_ok(), "{seed}");
+            checked += for_each_mutation(seed, top_level_agrees);
+        }
+        assert!(checked > 20_000, "{checked}");
+    }
+
+    #[test]
+    fn every_escape_byte_and_special_offset_matches_serde_json() {
+        // Each byte after a backslash, at each offset of a 16-byte window
+        // (both halves of a word, and the byte-at-a-time tail), as a value
+        // and as a top-level key.
+        for byte in 0..=0x7fu8 {
+            for offset in 0..20 {
+                let pad = "a".repeat(offset);
+                let c = char::from(byte);
+                for text in [format!("\"{pad}\\{c}0123\""), format!("\"{pad}\\{c}\""), format!("\"{pad}{c}{pad}\"")] {
+                    assert_eq!(valid(&text), serde_valid(&text), "{text:?}");
+                    top_level_agrees(&format!("{{{text}:1}}"));
+                }
+            }
+        }
+        // Long strings: plain, escape-dense, with multi-byte UTF-8, and a
+        // control character or an unterminated end at every distance.
+        let long = "xé\\n🦀\\\"\\u00e9ab".repeat(40);
+        assert!(valid(&format!("\"{long}\"")) && serde_valid(&format!("\"{long}\"")));
+        for cut in (0..long.len()).filter(|&cut| long.is_char_boundary(cut)) {
+            let unterminated = format!("\"{}", &long[..cut]);
+            assert_eq!(valid(&unterminated), serde_valid(&unterminated), "{unterminated:?}");
+            let control = format!("\"{}\u{1}{}\"", &long[..cut], &long[cut..]);
+            assert_eq!(valid(&control), serde_valid(&control), "{control:?}");
+        }
     }
 
     #[test]

@@ -22,12 +22,22 @@ pub struct Received {
     frame: Box<[u8]>,
     kind: Kind,
     id: Option<OwnedId>,
-    method: Option<Box<str>>,
+    method: Option<Text>,
     payload: Option<Range<usize>>,
 }
 
+/// A string field of a [`Received`]: where its text lies in the frame when it
+/// had no escapes (no allocation), or its decoded copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Text {
+    InFrame(Range<usize>),
+    Decoded(Box<str>),
+}
+
 impl Received {
-    /// Copies `frame` and the routing fields of its parsed `message`.
+    /// Copies `frame` and the routing fields of its parsed `message`: the
+    /// frame is the only allocation unless the method has escapes or the id
+    /// is a string.
     pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Received {
         let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
         debug_assert_eq!(
@@ -39,7 +49,10 @@ impl Received {
             frame: frame.into(),
             kind: message.kind(),
             id: message.id().map(Id::to_owned_id),
-            method: message.method().map(Box::from),
+            method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
+                Some(range) => Text::InFrame(range),
+                None => Text::Decoded(method.into()),
+            }),
             payload,
         }
     }
@@ -56,7 +69,12 @@ impl Received {
 
     /// The method (requests and notifications).
     pub fn method(&self) -> Option<&str> {
-        self.method.as_deref()
+        match self.method.as_ref()? {
+            // The envelope checked the frame is UTF-8: this re-checks only the
+            // method's few bytes.
+            Text::InFrame(range) => std::str::from_utf8(&self.frame[range.clone()]).ok(),
+            Text::Decoded(method) => Some(method),
+        }
     }
 
     /// The raw JSON text of `params` (if present), `result` or `error`,
@@ -95,7 +113,7 @@ impl fmt::Debug for Received {
         f.debug_struct("Received")
             .field("kind", &self.kind)
             .field("id", &self.id)
-            .field("method", &self.method)
+            .field("method", &self.method())
             .field("frame_len", &self.frame.len())
             .field("frame", &Excerpt::new(&self.frame, 120))
             .finish()
