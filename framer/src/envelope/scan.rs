@@ -296,7 +296,7 @@ fn skip_string(b: &[u8], i: usize) -> Result<usize, usize> {
     if b.get(end) == Some(&b'"') { Ok(end + 1) } else { skip_escaped_string(b, end) }
 }
 
-/// [`skip_string`] from a byte that is not plain (`\\`, a control character
+/// [`skip_string`] from a byte that is not plain (`\`, a control character
 /// or the end of the text).
 #[inline(never)]
 fn skip_escaped_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
@@ -316,7 +316,7 @@ fn skip_escaped_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
 }
 
 /// The length of an escape by the byte after its backslash: 2 for the
-/// one-character escapes, 6 for `\\u` (four hex digits follow), 0 for bytes
+/// one-character escapes, 6 for `\u` (four hex digits follow), 0 for bytes
 /// that start no escape. One load instead of a chain of comparisons.
 const ESCAPE_LEN: [u8; 256] = {
     let mut len = [0; 256];
@@ -332,7 +332,7 @@ const ESCAPE_LEN: [u8; 256] = {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// The high bit of each byte of `word` (little-endian) that may be `"`, `\\`
+/// The high bit of each byte of `word` (little-endian) that may be `"`, `\`
 /// or a control character. The lowest set bit marks the first such byte
 /// exactly; higher bits may be false positives (a borrow from a lower match),
 /// so only the lowest is ever used.
@@ -346,7 +346,7 @@ fn special(word: u64) -> u64 {
         & HIGH
 }
 
-/// The index of the first byte at or after `i` that is `"`, `\\` or a
+/// The index of the first byte at or after `i` that is `"`, `\` or a
 /// control character (or the end of `b`). Eight bytes at a time, then one.
 #[inline(always)]
 fn skip_plain(b: &[u8], mut i: usize) -> usize {

@@ -23,7 +23,9 @@ pub struct Received {
     kind: Kind,
     id: Option<OwnedId>,
     method: Option<Text>,
-    payload: Option<Range<usize>>,
+    /// Where the payload lies in the frame; empty when there is none (a JSON
+    /// value is never empty), which keeps `Received` as small as an option.
+    payload: Range<usize>,
 }
 
 /// A string field of a [`Received`]: where its text lies in the frame when it
@@ -53,7 +55,7 @@ impl Received {
                 Some(range) => Text::InFrame(range),
                 None => Text::Decoded(method.into()),
             }),
-            payload,
+            payload: payload.unwrap_or(0..0),
         }
     }
 
@@ -81,8 +83,9 @@ impl Received {
     /// exactly as the server wrote it.
     pub fn payload(&self) -> Option<&str> {
         // The envelope checked that the whole frame is UTF-8, so this only
-        // re-checks the payload's bytes.
-        self.payload.clone().and_then(|range| std::str::from_utf8(&self.frame[range]).ok())
+        // re-checks the payload's bytes (vectorised: payloads can be large).
+        let range = self.payload.clone();
+        if range.is_empty() { None } else { simdutf8::basic::from_utf8(&self.frame[range]).ok() }
     }
 
     /// Deserializes the payload into `T` (`null` when there is none).

@@ -87,6 +87,11 @@ pub struct ReaderReport {
 ///   reported as [`Inbound::Skipped`]; reading goes on, except for an oversize
 ///   frame under [`OversizePolicy::Fail`](crate::OversizePolicy::Fail).
 ///
+/// The queue is a tokio bounded `mpsc`: each `recv` returns one permit to it
+/// under a lock. A consumer of many small messages should take them in
+/// batches with `Receiver::recv_many`, which pays that once per batch (the
+/// `pipe` benchmark's consumers do).
+///
 /// A [`Session`](super::Session) runs one on the child's stdout. It can also
 /// run on any [`AsyncRead`], which is how benchmarks measure the host's read
 /// path:
