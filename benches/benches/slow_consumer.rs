@@ -8,8 +8,8 @@
 //! * `coupled`: reads the next message only when the consumer is ready (the
 //!   framer in a blocking loop calling the consumer inline);
 //! * `host reader, defaults`: the host transport's reader task
-//!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue (256,
-//!   the host's default) to a consumer thread, with `OverloadPolicy::Drop`
+//!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue (4096
+//!   messages, the host's default) to a consumer thread, with `OverloadPolicy::Drop`
 //!   and the default `Overload::max_wait` (zero: never wait, a message that
 //!   does not fit is dropped at once);
 //! * `host reader, max_wait 100 ms`: the same with the opt-in wait budget of
@@ -35,7 +35,7 @@ use std::process::ChildStdout;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use mcp_framer::host::{Overload, ReaderEnd};
+use mcp_framer::host::{Overload, ReaderEnd, SessionConfig};
 use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -48,8 +48,9 @@ const COSTS_US: [u64; 3] = [0, 20, 100];
 /// Runs per row; the row shows the run with the median time to completion.
 const REPEATS: usize = 3;
 
-/// The host transport's default inbound queue capacity.
-const CAPACITY: usize = 256;
+/// The host transport's default inbound queue capacity (checked against
+/// `SessionConfig::default()` in `main`).
+const CAPACITY: usize = 4096;
 
 /// The host transport's default wait budget per overload episode (checked
 /// against `Overload::default()` in `main`).
@@ -330,6 +331,7 @@ fn output_dir() -> Option<PathBuf> {
 
 fn main() {
     assert_eq!(Overload::default().max_wait, DEFAULT_WAIT, "the host's default wait budget");
+    assert_eq!(SessionConfig::default().inbound_capacity, CAPACITY, "the host's default queue capacity");
     let quick = mcp_framer_benches::shapes::quick();
     let messages = if quick { 2_000 } else { 10_000 };
     let base = Writer::with_total(Shape::Request, 0, 0);

@@ -19,6 +19,8 @@ use mcp_framer::host::{Inbound, MetricsSnapshot, Overload, OverloadPolicy, Reade
 use serde_json::json;
 
 const MESSAGES: u64 = 1_200;
+/// The inbound queue: far fewer messages than the stream.
+const QUEUE: usize = 256;
 const FRAME_BYTES: u64 = 1024;
 /// The consumer's cost per message (a tokio sleep: at least this long).
 const PER_MESSAGE: Duration = Duration::from_millis(1);
@@ -60,7 +62,9 @@ async fn stream_to_a_slow_consumer(config: SessionConfig) -> Run {
 #[tokio::test]
 async fn with_the_defaults_a_slow_consumer_does_not_hold_the_child_in_write() {
     watchdog("slow consumer", async {
-        let defaults = config();
+        // The default overload policy, with a queue smaller than the stream
+        // (the default capacity, 4096, would hold all of it).
+        let defaults = SessionConfig { inbound_capacity: QUEUE, ..config() };
         assert_eq!(defaults.reader.overload, Overload::default());
         assert_eq!(defaults.reader.overload.max_wait, Duration::ZERO);
         let decoupled = stream_to_a_slow_consumer(defaults).await;
@@ -69,9 +73,14 @@ async fn with_the_defaults_a_slow_consumer_does_not_hold_the_child_in_write() {
         // than the whole run is paced by it, as a coupled reader is.
         let paced = SessionConfig {
             reader: ReaderConfig {
-                overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_secs(60) },
+                overload: Overload {
+                    policy: OverloadPolicy::Drop,
+                    max_wait: Duration::from_secs(60),
+                    ..Overload::default()
+                },
                 ..ReaderConfig::default()
             },
+            inbound_capacity: QUEUE,
             ..config()
         };
         let coupled = stream_to_a_slow_consumer(paced).await;

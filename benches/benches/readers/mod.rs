@@ -192,7 +192,7 @@ pub fn spawn_host_reader(
     let (tx, rx) = mpsc::channel(capacity);
     let config = ReaderConfig {
         framer: Config::with_max_frame(MAX_FRAME),
-        overload: Overload { policy: OverloadPolicy::Drop, max_wait },
+        overload: Overload { policy: OverloadPolicy::Drop, max_wait, ..Overload::default() },
         ..ReaderConfig::default()
     };
     let reader = Reader::new(config, tx);

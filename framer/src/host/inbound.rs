@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
+use super::overload::QueuedBytes;
 use crate::envelope::{EnvelopeError, Id, Kind, Message, OwnedId};
 
 /// A message received from the server, owning a copy of its frame.
@@ -26,6 +27,10 @@ pub struct Received {
     /// Where the payload lies in the frame; empty when there is none (a JSON
     /// value is never empty), which keeps `Received` as small as an option.
     payload: Range<usize>,
+    /// The frame's bytes counted against the queue's byte bound while this
+    /// message (or a clone) lives; `None` for a message that never went
+    /// through the queue.
+    queued: Option<QueuedBytes>,
 }
 
 /// A string field of a [`Received`]: where its text lies in the frame when it
@@ -56,7 +61,14 @@ impl Received {
                 None => Text::Decoded(method.into()),
             }),
             payload: payload.unwrap_or(0..0),
+            queued: None,
         }
+    }
+
+    /// Counts this message's frame against the queue's byte bound until it
+    /// is dropped.
+    pub(crate) fn hold(&mut self, queued: QueuedBytes) {
+        self.queued = Some(queued);
     }
 
     /// Request, notification, response or error response.
@@ -105,7 +117,8 @@ impl Received {
         &self.frame
     }
 
-    /// Takes the frame.
+    /// Takes the frame. Its bytes stop counting against the queue's byte
+    /// bound ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)).
     pub fn into_frame(self) -> Box<[u8]> {
         self.frame
     }

@@ -3,6 +3,7 @@
 //! applied to a message that does not fit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
@@ -16,6 +17,10 @@ pub const OVERLOADED: i64 = -32000;
 
 /// The message of the reply sent under [`OverloadPolicy::Reject`].
 pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try again later";
+
+/// Default bound on the bytes of the messages in the application's queue:
+/// 64 MiB, four messages at the default transport limit.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
 
 /// What the reader does with a server message that does not fit in the
 /// application's queue once it may no longer wait for room (at once by
@@ -44,8 +49,9 @@ pub enum OverloadPolicy {
 /// (drop, reject, end the session), and reading goes on.
 ///
 /// **Overload episode.** An episode starts when a message finds the queue
-/// full, and ends only once the application has drained the queue to at most
-/// half its capacity (not as soon as one message fits). Each episode is
+/// full (or over its byte bound, below), and ends only once the application
+/// has drained the queue to at most half its capacity and half its byte bound
+/// (not as soon as one message fits). Each episode is
 /// counted in [`overload_episodes`](super::MetricsSnapshot::overload_episodes).
 /// During an episode, a message that fits is still queued.
 ///
@@ -66,6 +72,16 @@ pub enum OverloadPolicy {
 ///   `max_wait` per episode; then the reader sheds until the application has
 ///   caught up halfway.
 ///
+/// **Bytes queued.** Besides its capacity in messages, the queue is bounded in
+/// bytes: the frames of the messages the reader has queued and the
+/// application has not dropped yet (a message counts until it is dropped,
+/// clones included) add up to at most `max_queued_bytes`, except that one
+/// message always fits when none is held, whatever its size. A message over
+/// the byte bound gets the policy at once, never waits, and is counted like
+/// one that found the queue full. So the memory a stalled application makes
+/// the host hold is bounded by `max_queued_bytes` plus one message, not by
+/// the capacity times the transport limit.
+///
 /// A closed queue (the application dropped its receiver) refuses at once.
 /// Time spent waiting is counted in
 /// [`dispatch_wait`](super::MetricsSnapshot::dispatch_wait) (always zero by
@@ -83,7 +99,8 @@ pub enum OverloadPolicy {
 /// let stdout = note.repeat(5);
 ///
 /// // The default: never wait. Nobody consumes this queue of two.
-/// assert_eq!(Overload::default(), Overload { policy: OverloadPolicy::Reject, max_wait: Duration::ZERO });
+/// assert_eq!(Overload::default().max_wait, Duration::ZERO);
+/// assert_eq!(Overload::default().policy, OverloadPolicy::Reject);
 /// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
 /// let reader = Reader::new(ReaderConfig::default(), inbound);
 /// let metrics = reader.metrics();
@@ -95,7 +112,7 @@ pub enum OverloadPolicy {
 /// // Opt in: wait at most 20 ms in total for the whole episode; the first
 /// // message that does not fit uses the budget up, the next two get the
 /// // policy at once.
-/// let overload = Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(20) };
+/// let overload = Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(20), ..Overload::default() };
 /// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
 /// let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
 /// let metrics = reader.metrics();
@@ -105,14 +122,58 @@ pub enum OverloadPolicy {
 /// assert!(m.dispatch_wait >= Duration::from_millis(20));
 /// # }
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Overload {
     /// What a message that does not fit gets. Default: [`OverloadPolicy::Reject`].
     pub policy: OverloadPolicy,
     /// The most the reader may wait for room in the queue, in total, per
     /// overload episode. Default: zero (never wait).
     pub max_wait: Duration,
+    /// The most bytes of frames held in the queue and by the application
+    /// (see above). Default: [`DEFAULT_MAX_QUEUED_BYTES`].
+    pub max_queued_bytes: usize,
 }
+
+impl Default for Overload {
+    fn default() -> Self {
+        Overload {
+            policy: OverloadPolicy::default(),
+            max_wait: Duration::ZERO,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+        }
+    }
+}
+
+/// The bytes of one queued message, counted against
+/// [`Overload::max_queued_bytes`] until the message is dropped. A clone is
+/// another copy of the bytes and counts again. It takes no part in
+/// comparisons.
+#[derive(Debug)]
+pub(crate) struct QueuedBytes {
+    held: Arc<AtomicUsize>,
+    len: usize,
+}
+
+impl Clone for QueuedBytes {
+    fn clone(&self) -> Self {
+        self.held.fetch_add(self.len, Ordering::Relaxed);
+        QueuedBytes { held: Arc::clone(&self.held), len: self.len }
+    }
+}
+
+impl Drop for QueuedBytes {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.len, Ordering::Relaxed);
+    }
+}
+
+impl PartialEq for QueuedBytes {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for QueuedBytes {}
 
 /// The result of offering an item to the queue.
 #[derive(Debug)]
@@ -133,12 +194,47 @@ pub(crate) struct Dispatch<T> {
     /// The current overload episode, if any: how much of its wait budget has
     /// been spent.
     episode: Option<Duration>,
+    /// Bytes of the queued messages not dropped yet.
+    held: Arc<AtomicUsize>,
+    max_queued_bytes: usize,
     metrics: Arc<Metrics>,
 }
 
 impl<T> Dispatch<T> {
-    pub(crate) fn new(queue: mpsc::Sender<T>, max_wait: Duration, metrics: Arc<Metrics>) -> Self {
-        Dispatch { queue, max_wait, episode: None, metrics }
+    pub(crate) fn new(queue: mpsc::Sender<T>, overload: Overload, metrics: Arc<Metrics>) -> Self {
+        Dispatch {
+            queue,
+            max_wait: overload.max_wait,
+            episode: None,
+            held: Arc::default(),
+            max_queued_bytes: overload.max_queued_bytes,
+            metrics,
+        }
+    }
+
+    /// Counts `len` bytes against the byte bound for a message about to be
+    /// offered, or `None` when they do not fit: the message then gets the
+    /// policy at once, and an overload episode starts if none is running
+    /// (with no wait budget: bytes never wait). Held bytes only shrink behind
+    /// the reader's back (the application drops messages), so the check
+    /// cannot let too much in.
+    pub(crate) fn reserve(&mut self, len: usize) -> Option<QueuedBytes> {
+        let held = self.held.load(Ordering::Relaxed);
+        if held > 0 && held.saturating_add(len) > self.max_queued_bytes {
+            if self.episode.is_none() {
+                bump(&self.metrics.overload_episodes);
+                self.episode = Some(self.max_wait);
+            }
+            return None;
+        }
+        self.held.fetch_add(len, Ordering::Relaxed);
+        Some(QueuedBytes { held: Arc::clone(&self.held), len })
+    }
+
+    /// Bytes of queued messages not dropped yet.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
     }
 
     /// Queues `item` if it fits; otherwise starts an overload episode (if
@@ -183,10 +279,11 @@ impl<T> Dispatch<T> {
     }
 
     /// Whether the application has drained the queue to at most half its
-    /// capacity (which ends an overload episode).
+    /// capacity and half its byte bound (which ends an overload episode).
     fn drained_halfway(&self) -> bool {
         let capacity = self.queue.max_capacity();
         capacity - self.queue.capacity() <= capacity / 2
+            && self.held.load(Ordering::Relaxed) <= self.max_queued_bytes / 2
     }
 
     /// Queues `item` only if there is room right now (for reports, which
@@ -215,7 +312,8 @@ mod tests {
     fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, mpsc::Receiver<u32>, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
         let (tx, rx) = mpsc::channel(capacity);
-        (Dispatch::new(tx, max_wait, Arc::clone(&metrics)), rx, metrics)
+        let overload = Overload { max_wait, ..Overload::default() };
+        (Dispatch::new(tx, overload, Arc::clone(&metrics)), rx, metrics)
     }
 
     /// Polls `offer(item)` exactly once: `None` if it would have waited.
@@ -340,5 +438,95 @@ mod tests {
         assert!(matches!(offer_without_waiting(&mut dispatch, 2), Some(Offer::Refused(2))));
         assert!(!dispatch.offer_now(3));
         assert_eq!(metrics.snapshot().dispatch_wait, 5 * MS);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
+        let (tx, _rx) = mpsc::channel::<u32>(8);
+        let overload = Overload { max_queued_bytes: 100, ..Overload::default() };
+        let mut dispatch = Dispatch::new(tx, overload, Arc::default());
+        // Nothing held: even a message over the whole bound fits.
+        let huge = dispatch.reserve(250).expect("one message always fits when none is held");
+        assert!(dispatch.reserve(1).is_none(), "250 of 100 bytes held");
+        drop(huge);
+        assert_eq!(dispatch.held_bytes(), 0);
+
+        let a = dispatch.reserve(60).expect("60 of 100");
+        let b = dispatch.reserve(40).expect("exactly at the bound");
+        assert!(dispatch.reserve(1).is_none(), "one byte over the bound");
+        // A clone is another copy of the bytes: it counts too.
+        let b2 = b.clone();
+        assert_eq!(dispatch.held_bytes(), 140);
+        drop(b);
+        assert!(dispatch.reserve(1).is_none(), "the clone still holds 40 bytes");
+        drop(b2);
+        let c = dispatch.reserve(40).expect("room again once the copies are gone");
+        assert_eq!(dispatch.held_bytes(), 100);
+        drop((a, c));
+        assert_eq!(dispatch.held_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_reader_holds_at_most_the_byte_bound_for_an_application_that_keeps_its_messages() {
+        use crate::host::{Inbound, Reader, ReaderConfig};
+
+        let params = "x".repeat(1000);
+        let note = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":\"{params}\"}}\n");
+        let frame_len = note.len() - 1;
+        let stdout = note.repeat(10);
+        let overload =
+            Overload { policy: OverloadPolicy::Drop, max_queued_bytes: 3 * frame_len, ..Overload::default() };
+        // Room for 64 messages, but only three frames' worth of bytes.
+        let (inbound, mut queue) = mpsc::channel(64);
+        let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+        let metrics = reader.metrics();
+        reader.run(stdout.as_bytes()).await;
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (3, 7, 1));
+
+        let mut kept = Vec::new();
+        while let Ok(Inbound::Notification(received)) = queue.try_recv() {
+            assert_eq!(received.frame().len(), frame_len);
+            kept.push(received);
+        }
+        assert_eq!(kept.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn dropping_a_message_makes_room_under_the_byte_bound() {
+        use tokio::io::AsyncWriteExt;
+
+        use crate::host::{Inbound, Reader, ReaderConfig};
+
+        let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
+        let overload =
+            Overload { policy: OverloadPolicy::Drop, max_queued_bytes: 2 * (note.len() - 1), ..Overload::default() };
+        let (inbound, mut queue) = mpsc::channel(64);
+        let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+        let metrics = reader.metrics();
+        let (mut server, stdout) = tokio::io::duplex(1 << 16);
+        let reader = tokio::spawn(reader.run(stdout));
+        // Sends one message and waits until the reader has dealt with it.
+        let mut seen = 0;
+        let mut send = async |server: &mut tokio::io::DuplexStream| {
+            server.write_all(note.as_bytes()).await.expect("write");
+            seen += 1;
+            let started = std::time::Instant::now();
+            while metrics.snapshot().delivered + metrics.snapshot().overload_dropped < seen {
+                assert!(started.elapsed() < Duration::from_secs(10), "the reader stalled");
+                tokio::task::yield_now().await;
+            }
+            let m = metrics.snapshot();
+            (m.delivered, m.overload_dropped)
+        };
+        assert_eq!(send(&mut server).await, (1, 0));
+        assert_eq!(send(&mut server).await, (2, 0));
+        assert_eq!(send(&mut server).await, (2, 1), "two frames held: the third is over the bound");
+        let Some(Inbound::Notification(first)) = queue.recv().await else { panic!("a notification") };
+        assert_eq!(send(&mut server).await, (2, 2), "received but still held by the application");
+        drop(first);
+        assert_eq!(send(&mut server).await, (3, 2), "dropped by the application: room again");
+        drop(server);
+        reader.await.expect("reader");
     }
 }

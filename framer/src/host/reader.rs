@@ -134,7 +134,7 @@ impl Reader {
 
     /// A reader that counts into `metrics`.
     pub fn with_metrics(config: ReaderConfig, inbound: mpsc::Sender<Inbound>, metrics: Arc<Metrics>) -> Reader {
-        let dispatch = Dispatch::new(inbound, config.overload.max_wait, Arc::clone(&metrics));
+        let dispatch = Dispatch::new(inbound, config.overload, Arc::clone(&metrics));
         Reader { config, dispatch, metrics, pending: None, writer: None, warned_overload: false }
     }
 
@@ -299,8 +299,18 @@ impl Reader {
 
     /// Queues a message, applying the overload policy if the queue stays
     /// full.
-    async fn deliver(&mut self, item: Inbound) -> Result<(), ReaderEnd> {
-        let item = match self.dispatch.offer(item).await {
+    async fn deliver(&mut self, mut item: Inbound) -> Result<(), ReaderEnd> {
+        let queued = match &mut item {
+            Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
+                self.dispatch.reserve(received.frame().len()).map(|queued| received.hold(queued))
+            }
+            Inbound::Skipped(_) => Some(()),
+        };
+        let offer = match queued {
+            Some(()) => self.dispatch.offer(item).await,
+            None => Offer::Refused(item),
+        };
+        let item = match offer {
             Offer::Delivered => {
                 bump(&self.metrics.delivered);
                 self.warned_overload &= self.dispatch.is_overloaded();
@@ -312,8 +322,10 @@ impl Reader {
         if !self.warned_overload {
             self.warned_overload = true;
             tracing::warn!(
-                "inbound queue full (wait budget per episode {:?}) or closed: applying the overload policy {policy:?}",
-                self.config.overload.max_wait
+                "inbound queue full (wait budget per episode {:?}, at most {} bytes held) or closed: \
+                 applying the overload policy {policy:?}",
+                self.config.overload.max_wait,
+                self.config.overload.max_queued_bytes
             );
         }
         match (policy, &item, &self.writer) {
@@ -347,7 +359,7 @@ mod tests {
     fn config(policy: OverloadPolicy) -> ReaderConfig {
         ReaderConfig {
             framer: Config::with_max_frame(256),
-            overload: Overload { policy, max_wait: Duration::from_millis(1) },
+            overload: Overload { policy, max_wait: Duration::from_millis(1), ..Overload::default() },
             ..ReaderConfig::default()
         }
     }

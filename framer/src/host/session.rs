@@ -60,23 +60,26 @@ impl Default for ShutdownConfig {
 ///     reader: ReaderConfig {
 ///         framer: Config { max_frame: 8 << 20, oversize: OversizePolicy::Fail, ..Config::default() },
 ///         // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
-///         overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(10) },
+///         overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(10), ..Overload::default() },
 ///         ..ReaderConfig::default()
 ///     },
 ///     request_timeout: Duration::from_secs(30),
 ///     ..SessionConfig::default()
 /// };
-/// assert_eq!(config.inbound_capacity, 256);
+/// assert_eq!(config.inbound_capacity, 4096);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
     /// The stdout reader: transport limit, oversize policy, overload policy.
     pub reader: ReaderConfig,
-    /// Capacity of the inbound queue (server requests and notifications).
-    /// Default 256. With the default [`Overload`](super::Overload) (no wait),
-    /// the messages of a burst beyond this many, arriving faster than the
-    /// application takes them, get the overload policy: size it for the
-    /// server's bursts.
+    /// Capacity of the inbound queue (server requests and notifications), in
+    /// messages. Default 4096: more than one 64 KiB read can carry (the
+    /// smallest JSON-RPC notification is about 40 bytes), so a read's burst
+    /// fits while the application keeps up. With the default
+    /// [`Overload`](super::Overload) (no wait), the messages of a burst beyond
+    /// this many, arriving faster than the application takes them, get the
+    /// overload policy. Memory is bounded separately, in bytes, by
+    /// [`Overload::max_queued_bytes`](super::Overload::max_queued_bytes).
     pub inbound_capacity: usize,
     /// How long a request waits for its response before it fails and a
     /// `notifications/cancelled` is sent. Default 60 s.
@@ -103,7 +106,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             reader: ReaderConfig::default(),
-            inbound_capacity: 256,
+            inbound_capacity: 4096,
             request_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
             stderr_tail: 64 * 1024,
@@ -218,8 +221,8 @@ pub enum RequestError {
         /// The error message.
         message: String,
         /// The whole error response (its payload is the error object, `data`
-        /// included).
-        response: Received,
+        /// included), boxed to keep the error small.
+        response: Box<Received>,
     },
     /// No response within the timeout. `notifications/cancelled` was sent
     /// (`cancellation_sent`), except for `initialize`, which is never
@@ -262,7 +265,7 @@ impl RequestError {
                 (-32603, format!("malformed error object ({e}): {payload}"))
             }
         };
-        RequestError::Rpc { code, message, response }
+        RequestError::Rpc { code, message, response: Box::new(response) }
     }
 }
 
