@@ -87,7 +87,7 @@ mod writer;
 
 pub use inbound::{Excerpt, Inbound, Received, Skipped};
 pub use metrics::{Metrics, MetricsSnapshot};
-pub use overload::{OVERLOADED, OVERLOADED_MESSAGE, Overload, OverloadPolicy};
+pub use overload::{DEFAULT_MAX_QUEUED_BYTES, OVERLOADED, OVERLOADED_MESSAGE, Overload, OverloadPolicy};
 pub use reader::{DEFAULT_EXCERPT, Reader, ReaderConfig, ReaderEnd, ReaderReport};
 pub use session::{
     CloseReason, Closed, PendingRequest, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownReport,
