@@ -9,6 +9,8 @@
 //!
 //! Strategies (see `readers`): `raw-drain` (read and discard: the physical
 //! limit), `framer-blocking` (this crate's framer, `Framer::read_from`),
+//! `envelope-blocking` (the same loop with `envelope::parse` on each frame,
+//! in place: what validating costs without tokio, a copy or a queue),
 //! `host-reader` (the host transport's tokio reader task,
 //! `mcp_framer::host::Reader`: framing, envelope classification, one copy per
 //! message, a bounded queue to a consumer task that counts, taking up to 256
@@ -66,6 +68,7 @@ const CONSUMER_BATCH: usize = 256;
 enum Strategy {
     RawDrain,
     FramerBlocking,
+    EnvelopeBlocking,
     HostReader,
     FramerTask,
     FramedLines,
@@ -77,6 +80,7 @@ impl Strategy {
         match self {
             Strategy::RawDrain => "raw-drain",
             Strategy::FramerBlocking => "framer-blocking",
+            Strategy::EnvelopeBlocking => "envelope-blocking",
             Strategy::HostReader => "host-reader",
             Strategy::FramerTask => "framer-task",
             Strategy::FramedLines => "framedread-lines",
@@ -90,6 +94,10 @@ impl Strategy {
         match self {
             Strategy::RawDrain => readers::raw_drain(stdout),
             Strategy::FramerBlocking => readers::framer_blocking(stdout, |_| {}),
+            Strategy::EnvelopeBlocking => readers::framer_blocking(stdout, |frame| {
+                let message = mcp_framer::envelope::parse(frame).expect("the child writes valid messages");
+                std::hint::black_box(message.kind());
+            }),
             Strategy::ReadUntil => readers::read_until(stdout),
             Strategy::FramedLines => {
                 runtime.block_on(async { readers::framed_lines(tokio::process::ChildStdout::from_std(stdout)?).await })
@@ -133,9 +141,10 @@ impl Strategy {
 }
 
 /// What a run covers: the strategies, and those also run with the big pipe.
-const STRATEGIES: [Strategy; 6] = [
+const STRATEGIES: [Strategy; 7] = [
     Strategy::RawDrain,
     Strategy::FramerBlocking,
+    Strategy::EnvelopeBlocking,
     Strategy::HostReader,
     Strategy::FramerTask,
     Strategy::FramedLines,
