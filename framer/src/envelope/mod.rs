@@ -205,8 +205,8 @@ pub fn parse(frame: &[u8]) -> Result<Message<'_>, EnvelopeError> {
     let [jsonrpc, id, method, params, result, error] = top.values;
     let routing = Fields {
         version_ok: jsonrpc.is_some_and(version_is_2_0),
-        id: id_field(id),
-        method: method_field(method),
+        id: id_field(id, top.is_escaped(1)),
+        method: method_field(method, top.is_escaped(2)),
         has_result: result.is_some(),
         has_error: error.is_some(),
     };
@@ -259,37 +259,44 @@ fn raw(json: Option<&str>) -> Result<Option<&RawValue>, EnvelopeError> {
 }
 
 fn version_is_2_0(raw: &str) -> bool {
-    raw == "\"2.0\"" || (raw.starts_with('"') && raw.contains('\\') && decode_string(raw).as_deref() == Some("2.0"))
+    raw == "\"2.0\""
+        || (raw.starts_with('"') && raw.contains('\\') && decode_string(raw, true).as_deref() == Some("2.0"))
 }
 
 /// The content of a JSON string literal (`raw` starts and ends with `"` and
-/// was validated by the scanner), borrowed unless it has escapes. `None` if an
-/// escape encodes a lone surrogate.
-fn decode_string(raw: &str) -> Option<Cow<'_, str>> {
-    let inner = &raw[1..raw.len() - 1];
-    if inner.contains('\\') {
+/// was validated by the scanner), borrowed unless it has escapes
+/// (`escaped`, as the scanner found). `None` if an escape encodes a lone
+/// surrogate.
+fn decode_string(raw: &str, escaped: bool) -> Option<Cow<'_, str>> {
+    if escaped {
         serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
     } else {
-        Some(Cow::Borrowed(inner))
+        Some(Cow::Borrowed(&raw[1..raw.len() - 1]))
     }
 }
 
-fn id_field(json: Option<&str>) -> IdField<'_> {
+/// The `id` member's value as the scanner found it (`escaped`: a string with
+/// escapes).
+fn id_field(json: Option<&str>, escaped: bool) -> IdField<'_> {
     let Some(text) = json else { return IdField::Absent };
     match text.as_bytes().first() {
-        Some(b'"') => decode_string(text).map_or(IdField::Invalid, |s| IdField::Valid(Id::Str(s))),
+        Some(b'"') => decode_string(text, escaped).map_or(IdField::Invalid, |s| IdField::Valid(Id::Str(s))),
         Some(b'n') => IdField::Null,
-        Some(b'-' | b'0'..=b'9') if !text.contains(['.', 'e', 'E']) => {
+        // A validated number is an integer unless it has a fraction or an
+        // exponent.
+        Some(b'-' | b'0'..=b'9') if !text.bytes().any(|c| matches!(c, b'.' | b'e' | b'E')) => {
             text.parse().map_or(IdField::Invalid, |n| IdField::Valid(Id::Number(n)))
         }
         _ => IdField::Invalid,
     }
 }
 
-fn method_field(json: Option<&str>) -> MethodField<'_> {
+/// The `method` member's value as the scanner found it (`escaped`: a string
+/// with escapes).
+fn method_field(json: Option<&str>, escaped: bool) -> MethodField<'_> {
     let Some(text) = json else { return MethodField::Absent };
     if text.starts_with('"') {
-        decode_string(text).map_or(MethodField::Invalid, MethodField::Str)
+        decode_string(text, escaped).map_or(MethodField::Invalid, MethodField::Str)
     } else {
         MethodField::Invalid
     }

@@ -26,8 +26,18 @@ pub(crate) struct TopLevel<'a> {
     /// The JSON text of each of [`KEYS`] present, without surrounding
     /// whitespace.
     pub(crate) values: [Option<&'a str>; 6],
+    /// Bit `slot` set: the value of `KEYS[slot]` is a string with escapes,
+    /// which must be decoded; a string without one is its own content.
+    pub(crate) escaped: u8,
     /// The first of [`KEYS`] that appeared twice.
     pub(crate) duplicate: Option<&'static str>,
+}
+
+impl TopLevel<'_> {
+    /// Whether the value of `KEYS[slot]` is a string with escapes.
+    pub(crate) fn is_escaped(&self, slot: usize) -> bool {
+        self.escaped >> slot & 1 == 1
+    }
 }
 
 /// Why [`top_level`] refused a text.
@@ -59,12 +69,13 @@ pub(crate) fn top_level(text: &str) -> Result<TopLevel<'_>, ScanError> {
         loop {
             let (key, after_colon) = key(b, i).map_err(ScanError::Malformed)?;
             let start = skip_ws(b, after_colon);
-            let end = skip_member_value(b, start).map_err(ScanError::Malformed)?;
-            if let Some(slot) = known_key(&text[key.raw.clone()], key.escaped) {
+            let (end, escaped) = skip_member_value(b, start).map_err(ScanError::Malformed)?;
+            if let Some(slot) = known_key(&b[key.raw.clone()], key.escaped) {
                 if top.values[slot].is_some() {
                     top.duplicate = top.duplicate.or(Some(KEYS[slot]));
                 }
                 top.values[slot] = Some(&text[start..end]);
+                top.escaped = top.escaped & !(1 << slot) | u8::from(escaped) << slot;
             }
             i = skip_ws(b, end);
             match b.get(i) {
@@ -85,23 +96,41 @@ pub(crate) fn top_level(text: &str) -> Result<TopLevel<'_>, ScanError> {
 
 /// [`skip_value`] for a top-level member's value, with the routing fields'
 /// usual scalars (strings, numbers) skipped without its container machinery.
+/// Returns the index after the value and whether it is a string with
+/// escapes.
 #[inline(always)]
-fn skip_member_value(b: &[u8], i: usize) -> Result<usize, usize> {
+fn skip_member_value(b: &[u8], i: usize) -> Result<(usize, bool), usize> {
     match b.get(i) {
-        Some(b'"') => skip_string(b, i + 1),
-        Some(b'-' | b'0'..=b'9') => skip_number(b, i),
-        _ => skip_value(b, i),
+        Some(b'"') => {
+            let end = skip_plain(b, i + 1);
+            if b.get(end) == Some(&b'"') {
+                Ok((end + 1, false))
+            } else {
+                skip_escaped_string(b, end).map(|end| (end, true))
+            }
+        }
+        Some(b'-' | b'0'..=b'9') => skip_number(b, i).map(|end| (end, false)),
+        _ => skip_value(b, i).map(|end| (end, false)),
     }
 }
 
 /// Which of [`KEYS`] a key's raw content (between its quotes) names,
 /// comparing after unescaping (when it has escapes).
-fn known_key(raw: &str, escaped: bool) -> Option<usize> {
+fn known_key(raw: &[u8], escaped: bool) -> Option<usize> {
     if escaped {
+        let raw = core::str::from_utf8(raw).ok()?;
         let decoded: String = serde_json::from_str(&format!("\"{raw}\"")).ok()?;
-        KEYS.iter().position(|k| *k == decoded)
-    } else {
-        KEYS.iter().position(|k| *k == raw)
+        return KEYS.iter().position(|k| *k == decoded);
+    }
+    // One length switch and a word compare, not six string comparisons.
+    match raw {
+        b"jsonrpc" => Some(0),
+        b"id" => Some(1),
+        b"method" => Some(2),
+        b"params" => Some(3),
+        b"result" => Some(4),
+        b"error" => Some(5),
+        _ => None,
     }
 }
 
