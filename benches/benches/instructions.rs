@@ -220,10 +220,18 @@ fn results_64k() -> Messages {
     Messages { frames, ids: vec![2; 16], kind: Kind::Response, method: None }
 }
 
+/// One text tool result of 1 MiB (id 7): a long string with an escape every
+/// few bytes (`\n`, `\t`, `\"`, `\\`) and non-ASCII text, the 8 MiB shape
+/// scaled down.
+fn text_1m() -> Messages {
+    Messages { frames: vec![large_text_result(MIB)], ids: vec![7], kind: Kind::Response, method: None }
+}
+
 // The serde_json envelope: routing fields borrowed, payload left a `&RawValue`.
 #[library_benchmark]
 #[bench::call_200b(requests_200b())]
 #[bench::list_64k(results_64k())]
+#[bench::text_1m(text_1m())]
 fn parse(messages: Messages) -> usize {
     for (i, frame) in messages.frames.iter().enumerate() {
         let message = mcp_framer::envelope::parse(black_box(frame)).expect("a valid message");
