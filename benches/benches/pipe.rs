@@ -164,6 +164,7 @@ fn main() {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(1))
         .measurement_time(measurement)
+        .nresamples(mcp_framer_benches::shapes::resamples())
         .configure_from_args();
     let allowed = Cpus::current().expect("sched_getaffinity");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");

@@ -35,6 +35,18 @@ pub fn quick() -> bool {
     std::env::var_os("MCP_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Bootstrap resamples of criterion's analysis: its default (100,000) in a
+/// full run, 10,000 in a quick one. With the default, analysis took about
+/// 10 s per benchmark here, several times its 1-2.5 s of measurement
+/// (`time MCP_BENCH_QUICK=1 cargo bench -p mcp-framer-benches --bench pipe --
+/// 'pipe/200B/split-cpus/'`, 9 benchmarks: 105 s, and 29 s with 10,000;
+/// the quick pipe suite in `scripts/bench-report --quick` went from 698 s
+/// to 180 s). The medians the report uses are computed from the samples,
+/// not resampled; only criterion's confidence intervals get coarser.
+pub fn resamples() -> usize {
+    if quick() { 10_000 } else { 100_000 }
+}
+
 /// A `tools/call` request with request id `id`: about 200 bytes.
 pub fn tools_call_request(id: u64) -> Vec<u8> {
     let msg = json!({

@@ -61,8 +61,10 @@ impl Measurement for ThreadCpuTime {
 }
 
 /// Criterion as every suite here configures it: shorter warm-up and
-/// measurement under `MCP_BENCH_QUICK`, then the command-line arguments.
+/// measurement and fewer bootstrap resamples under `MCP_BENCH_QUICK`, then the
+/// command-line arguments.
 pub fn configured<M: Measurement>(c: criterion::Criterion<M>) -> criterion::Criterion<M> {
+    let c = c.nresamples(mcp_framer_benches::shapes::resamples());
     let c = if mcp_framer_benches::shapes::quick() {
         c.warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2))
     } else {
