@@ -17,9 +17,9 @@
 use std::hint::black_box;
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
-use mcp_framer::envelope::{Id, Kind};
 use mcp_framer::{Config, Event, Framer, OversizePolicy};
 use mcp_framer_benches::shapes::{large_text_result, stream, tools_call_request, tools_list_result};
+use mcp_framer_jsonrpc::{Id, Kind};
 
 /// Bytes per simulated `read()` or pushed chunk: one Linux pipe's capacity.
 const READ: usize = 64 * 1024;
@@ -234,7 +234,7 @@ fn text_1m() -> Messages {
 #[bench::text_1m(text_1m())]
 fn parse(messages: Messages) -> usize {
     for (i, frame) in messages.frames.iter().enumerate() {
-        let message = mcp_framer::envelope::parse(black_box(frame)).expect("a valid message");
+        let message = mcp_framer_jsonrpc::parse(black_box(frame)).expect("a valid message");
         messages.check(i, message.kind(), message.id(), message.method());
     }
     messages.frames.len()
@@ -250,7 +250,7 @@ fn parse_in_place(messages: Messages) -> usize {
     for (i, frame) in messages.frames.iter().enumerate() {
         scratch.clear();
         scratch.extend_from_slice(frame);
-        let message = mcp_framer::envelope::parse_in_place(black_box(&mut scratch)).expect("a valid message");
+        let message = mcp_framer_jsonrpc::check::parse_in_place(black_box(&mut scratch)).expect("a valid message");
         messages.check(i, message.kind(), message.id(), message.method());
     }
     messages.frames.len()

@@ -12,9 +12,9 @@
 //! * `value`: `serde_json::from_slice::<serde_json::Value>`: the whole
 //!   message built as a tree, classified, and dropped (freeing the tree is
 //!   part of materialising it).
-//! * `envelope`: [`mcp_framer::envelope::parse`]: the routing fields
+//! * `envelope`: [`mcp_framer_jsonrpc::parse`]: the routing fields
 //!   borrowed, the payload kept as `&RawValue`.
-//! * `simd_in_place`: [`mcp_framer::envelope::parse_in_place`]: simd-json on
+//! * `simd_in_place`: [`mcp_framer_jsonrpc::check::parse_in_place`]: simd-json on
 //!   the `&mut` frame.
 //!
 //! simd-json rewrites the frame, so each iteration needs a fresh copy of it.
@@ -49,9 +49,10 @@ use std::hint::black_box;
 
 use criterion::measurement::Measurement;
 use criterion::{BatchSize, Bencher, Criterion, SamplingMode, Throughput};
-use mcp_framer::envelope::{Kind, parse, parse_in_place};
 use mcp_framer::{Config, Event, Framer};
 use mcp_framer_benches::shapes::{large_text_result, quick, stream, tools_call_request, tools_list_result};
+use mcp_framer_jsonrpc::check::parse_in_place;
+use mcp_framer_jsonrpc::{Kind, parse};
 use serde_json::Value;
 
 #[path = "support/cpu_time.rs"]

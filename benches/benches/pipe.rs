@@ -12,7 +12,7 @@
 //! `envelope-blocking` (the same loop with `envelope::parse` on each frame,
 //! in place: what validating costs without tokio, a copy or a queue),
 //! `host-reader` (the host transport's tokio reader task,
-//! `mcp_framer::host::Reader`: framing, envelope classification, one copy per
+//! `mcp_framer_stdio::host::Reader`: framing, envelope classification, one copy per
 //! message, a bounded queue to a consumer task that counts, taking up to 256
 //! messages per wake-up with `recv_many`), `framer-task`
 //! (the same task and queue with framing only, no envelope: what the
@@ -37,8 +37,8 @@ use std::process::ChildStdout;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
-use mcp_framer::host::ReaderEnd;
 use mcp_framer_benches::pipe::{self, Cpus, Placement, Shape, Writer};
+use mcp_framer_stdio::host::ReaderEnd;
 use tokio::runtime::Runtime;
 
 use readers::Queue;
@@ -95,7 +95,7 @@ impl Strategy {
             Strategy::RawDrain => readers::raw_drain(stdout),
             Strategy::FramerBlocking => readers::framer_blocking(stdout, |_| {}),
             Strategy::EnvelopeBlocking => readers::framer_blocking(stdout, |frame| {
-                let message = mcp_framer::envelope::parse(frame).expect("the child writes valid messages");
+                let message = mcp_framer_jsonrpc::parse(frame).expect("the child writes valid messages");
                 std::hint::black_box(message.kind());
             }),
             Strategy::ReadUntil => readers::read_until(stdout),

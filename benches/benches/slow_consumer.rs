@@ -8,7 +8,7 @@
 //! * `coupled`: reads the next message only when the consumer is ready (the
 //!   framer in a blocking loop calling the consumer inline);
 //! * `host reader, defaults`: the host transport's reader task
-//!   (`mcp_framer::host::Reader`), which only reads, and a bounded queue (4096
+//!   (`mcp_framer_stdio::host::Reader`), which only reads, and a bounded queue (4096
 //!   messages, the host's default) to a consumer thread, with `OverloadPolicy::Drop`
 //!   and the default `Overload::max_wait` (zero: never wait, a message that
 //!   does not fit is dropped at once);
@@ -35,8 +35,8 @@ use std::process::ChildStdout;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use mcp_framer::host::{Overload, ReaderEnd, SessionConfig};
 use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
+use mcp_framer_stdio::host::{Overload, ReaderEnd, SessionConfig};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 

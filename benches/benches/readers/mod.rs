@@ -9,8 +9,8 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use mcp_framer::host::{Inbound, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport};
 use mcp_framer::{Config, Event, Framer};
+use mcp_framer_stdio::host::{Inbound, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};

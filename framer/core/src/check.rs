@@ -1,0 +1,316 @@
+//! Property checks shared by the fuzz targets, the conformance vectors and the
+//! tests (feature `check`; not part of the stable API).
+//!
+//! Every `check_*` function takes an input and panics with a clear message
+//! when a property fails. [`reference`] is a deliberately simple model that
+//! frames the whole input at once; the real framer must always agree with it.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use crate::{Bom, Config, EmptyLines, Event, FrameError, Framer, OversizePolicy, Stats};
+
+#[cfg(feature = "check")]
+mod targets;
+#[cfg(feature = "check")]
+pub use targets::*;
+
+/// An event with an owned frame.
+pub type OwnedEvent = Event<Vec<u8>>;
+
+/// Everything a run produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Events in order.
+    pub events: Vec<OwnedEvent>,
+    /// The error that stopped the framer, if any (Fail policy).
+    pub error: Option<FrameError>,
+    /// Counters at the end.
+    pub stats: Stats,
+}
+
+/// How bytes are fed to the framer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `spare` + `commit` + `next_event`.
+    ReadInto,
+    /// `spare` + `commit` + `next_event_mut`.
+    ReadIntoMut,
+    /// `push` + `Push::next_event`.
+    Push,
+    /// `push_mut` + `PushMut::next_event_mut`.
+    PushMut,
+}
+
+/// All modes.
+pub const MODES: [Mode; 4] = [Mode::ReadInto, Mode::ReadIntoMut, Mode::Push, Mode::PushMut];
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The reference model: frames `input` as a whole. `seen` in
+/// [`Event::OversizeStarted`] and [`FrameError::Oversize`] is left at 0 (it
+/// depends on chunking; see [`normalize`]). `buffered_high_water` is 0.
+pub fn reference(config: &Config, input: &[u8]) -> Outcome {
+    let mut stats = Stats { bytes_in: input.len() as u64, ..Stats::default() };
+    let mut events = Vec::new();
+    let mut rest = input;
+    if config.bom == Bom::Strip && rest.starts_with(BOM) {
+        stats.bom_bytes = 3;
+        rest = &rest[3..];
+    }
+    let max = config.max_frame as u64;
+    while !rest.is_empty() {
+        let (line, newline) = match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => (&rest[..i], true),
+            None => (rest, false),
+        };
+        let after = &rest[line.len() + usize::from(newline)..];
+        let cr = u64::from(config.strip_cr && line.last() == Some(&b'\r'));
+        let len = line.len() as u64 - cr;
+        if len > max {
+            stats.oversize_frames += 1;
+            stats.discarded_bytes += line.len() as u64;
+            if config.oversize == OversizePolicy::Fail {
+                stats.discarded_bytes += u64::from(newline) + after.len() as u64;
+                let error = FrameError::Oversize { seen: 0, max_frame: max };
+                return Outcome { events, error: Some(error), stats };
+            }
+            events.push(Event::OversizeStarted { seen: 0 });
+            if newline {
+                stats.delimiters += 1;
+                events.push(Event::OversizeSkipped { len });
+            } else {
+                events.push(Event::Truncated { len: line.len() as u64, oversize: true });
+            }
+        } else if !newline {
+            stats.truncated_bytes += line.len() as u64;
+            events.push(Event::Truncated { len: line.len() as u64, oversize: false });
+        } else {
+            stats.delimiters += 1;
+            stats.cr_stripped += cr;
+            if len == 0 && config.empty_lines == EmptyLines::Skip {
+                stats.empty_lines += 1;
+            } else {
+                stats.frames += 1;
+                stats.frame_bytes += len;
+                stats.largest_frame = stats.largest_frame.max(len);
+                events.push(Event::Frame(line[..len as usize].to_vec()));
+            }
+        }
+        rest = after;
+    }
+    Outcome { events, error: None, stats }
+}
+
+/// Feeds `input` to a fresh framer in `mode`, cut into chunks of the given
+/// sizes (cycled; a size of 0 is a read that returned nothing; sizes past the
+/// input are clamped), then finishes the stream.
+pub fn run(config: &Config, input: &[u8], chunks: &[usize], mode: Mode) -> Outcome {
+    let mut framer = Framer::new(*config);
+    let mut events = Vec::new();
+    let mut error = None;
+    let mut pos = 0;
+    let mut sizes = CycleSizes { sizes: chunks, i: 0 };
+    let mut max_chunk = 0;
+    // Keep feeding after an error, as a host draining the pipe would: every
+    // later call must return the same error.
+    while pos < input.len() {
+        let size = sizes.next().unwrap_or(usize::MAX).min(input.len() - pos);
+        let chunk = &input[pos..pos + size];
+        pos += size;
+        max_chunk = max_chunk.max(size);
+        let result = match mode {
+            Mode::ReadInto | Mode::ReadIntoMut => feed_read_into(&mut framer, chunk, mode, &mut events),
+            Mode::Push => {
+                let mut push = framer.push(chunk);
+                drain(|| push.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec))), &mut events)
+            }
+            Mode::PushMut => {
+                let mut owned = chunk.to_vec();
+                let mut push = framer.push_mut(&mut owned);
+                drain(|| push.next_event_mut().map(|e| e.map(|e| e.map(|f| f.to_vec()))), &mut events)
+            }
+        };
+        note_error(&mut error, result, mode);
+        // Between chunks, once drained, the framer holds at most one
+        // candidate frame that may still be within the limit.
+        assert!(
+            framer.buffered() <= config.max_held(),
+            "{mode:?}: {} bytes held after draining a chunk; the limit allows {}",
+            framer.buffered(),
+            config.max_held()
+        );
+    }
+    framer.finish();
+    let result = drain_buffered(&mut framer, mode, &mut events);
+    note_error(&mut error, result, mode);
+    let stats = *framer.stats();
+    check_accounting(&framer, &stats);
+    let bound = config.max_held() as u64 + max_chunk as u64;
+    assert!(
+        stats.buffered_high_water <= bound,
+        "{mode:?}: buffered high-water mark {} exceeds max_frame + 1 + largest chunk = {bound}",
+        stats.buffered_high_water
+    );
+    Outcome { events, error, stats }
+}
+
+/// Cycles a size list; an empty (or all-zero) list means one chunk with the
+/// whole input.
+struct CycleSizes<'a> {
+    sizes: &'a [usize],
+    i: usize,
+}
+
+impl Iterator for CycleSizes<'_> {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.sizes.iter().all(|&size| size == 0) {
+            // Nothing but empty reads would never end: take the rest at once.
+            return None;
+        }
+        let size = self.sizes[self.i % self.sizes.len()];
+        self.i += 1;
+        Some(size)
+    }
+}
+
+fn note_error(first: &mut Option<FrameError>, result: Result<(), FrameError>, mode: Mode) {
+    if let Err(err) = result {
+        match first {
+            Some(first) => assert_eq!(*first, err, "{mode:?}: a later call returned another error"),
+            None => *first = Some(err),
+        }
+    } else {
+        assert!(first.is_none(), "{mode:?}: a call succeeded after the framer failed with {first:?}");
+    }
+}
+
+fn feed_read_into(
+    framer: &mut Framer,
+    mut chunk: &[u8],
+    mode: Mode,
+    events: &mut Vec<OwnedEvent>,
+) -> Result<(), FrameError> {
+    // A 0-byte chunk is a read that returned nothing (e.g. EAGAIN): no commit.
+    // A failed framer still accepts (and discards) bytes.
+    if chunk.is_empty() {
+        return drain_buffered(framer, mode, events);
+    }
+    let mut result = Ok(());
+    while !chunk.is_empty() {
+        let spare = framer.spare();
+        let n = spare.len().min(chunk.len());
+        spare[..n].copy_from_slice(&chunk[..n]);
+        framer.commit(n);
+        chunk = &chunk[n..];
+        if let Err(err) = drain_buffered(framer, mode, events) {
+            result = Err(err);
+        }
+    }
+    result
+}
+
+fn drain_buffered(framer: &mut Framer, mode: Mode, events: &mut Vec<OwnedEvent>) -> Result<(), FrameError> {
+    match mode {
+        Mode::ReadIntoMut | Mode::PushMut => {
+            drain(|| framer.next_event_mut().map(|e| e.map(|e| e.map(|f| f.to_vec()))), events)
+        }
+        Mode::ReadInto | Mode::Push => drain(|| framer.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec))), events),
+    }
+}
+
+fn drain(
+    mut next: impl FnMut() -> Result<Option<OwnedEvent>, FrameError>,
+    events: &mut Vec<OwnedEvent>,
+) -> Result<(), FrameError> {
+    while let Some(event) = next()? {
+        events.push(event);
+    }
+    Ok(())
+}
+
+/// Panics unless every byte is accounted for exactly once.
+pub fn check_accounting(framer: &Framer, stats: &Stats) {
+    let accounted = stats.accounted_bytes() + framer.buffered() as u64;
+    assert_eq!(
+        accounted,
+        stats.bytes_in,
+        "byte accounting broken: frame {} + delimiters {} + cr {} + discarded {} + bom {} + truncated {} + buffered {} != bytes in {}",
+        stats.frame_bytes,
+        stats.delimiters,
+        stats.cr_stripped,
+        stats.discarded_bytes,
+        stats.bom_bytes,
+        stats.truncated_bytes,
+        framer.buffered(),
+        stats.bytes_in
+    );
+}
+
+/// Replaces the chunking-dependent `seen` counts with 0, after checking that
+/// each is plausible: over the limit, and no more than the frame's raw length.
+pub fn normalize(config: &Config, mut outcome: Outcome) -> Outcome {
+    let min_seen = config.max_frame as u64 + 1;
+    let mut events = outcome.events.iter_mut().peekable();
+    while let Some(event) = events.next() {
+        if let Event::OversizeStarted { seen } = event {
+            assert!(*seen >= min_seen, "OversizeStarted seen {seen} is not over the limit {}", config.max_frame);
+            match events.peek() {
+                Some(Event::OversizeSkipped { len }) => {
+                    assert!(*seen <= len + 1, "OversizeStarted seen {seen} exceeds the frame's {len} bytes (+ CR)")
+                }
+                Some(Event::Truncated { len, oversize: true }) => {
+                    assert!(*seen <= *len, "OversizeStarted seen {seen} exceeds the truncated frame's {len} bytes")
+                }
+                other => panic!("OversizeStarted followed by {other:?}, not by OversizeSkipped or Truncated"),
+            }
+            *seen = 0;
+        }
+    }
+    if let Some(FrameError::Oversize { seen, .. }) = &mut outcome.error {
+        assert!(*seen >= min_seen, "FrameError seen {seen} is not over the limit {}", config.max_frame);
+        *seen = 0;
+    }
+    outcome.stats.buffered_high_water = 0;
+    outcome
+}
+
+/// Feeds `input` in every mode with the given chunking and panics unless each
+/// run agrees with the reference model: same events (up to `seen`), same
+/// error, same counters, every byte accounted for, buffer within bounds.
+pub fn check_against_reference(config: &Config, input: &[u8], chunks: &[usize]) -> Outcome {
+    let expected = reference(config, input);
+    for mode in MODES {
+        let got = normalize(config, run(config, input, chunks, mode));
+        if got != expected {
+            panic!(
+                "{mode:?} disagrees with the reference model\nconfig: {config:?}\nchunks: {chunks:?}\ninput: {}\n\
+                 expected: {expected:#?}\ngot: {got:#?}",
+                escape(input)
+            );
+        }
+    }
+    expected
+}
+
+/// Panics unless `input` gives the same result cut at every single byte
+/// position, read one byte at a time, and in one piece.
+pub fn check_every_split(config: &Config, input: &[u8]) {
+    let expected = check_against_reference(config, input, &[]);
+    for cut in 0..=input.len() {
+        let got = check_against_reference(config, input, &[cut, usize::MAX]);
+        assert_eq!(got, expected, "cut at {cut}");
+    }
+    check_against_reference(config, input, &[1]);
+}
+
+/// A printable rendering of bytes for failure messages (truncated to 512).
+pub fn escape(bytes: &[u8]) -> alloc::string::String {
+    let shown = &bytes[..bytes.len().min(512)];
+    let mut s: alloc::string::String = shown.escape_ascii().map(char::from).collect();
+    if bytes.len() > shown.len() {
+        s.push_str(&format!("… ({} bytes)", bytes.len()));
+    }
+    s
+}

@@ -1,0 +1,159 @@
+//! The failure mode and its fix, with real processes and real pipes.
+//!
+//! 1. A parent that never reads the child's stdout asks for an 8 MiB
+//!    response: after 1 s the child is alive, has not finished writing, and
+//!    reported backpressure on stderr. Then it is killed.
+//! 2. The same request through the host transport completes (or, under a
+//!    smaller limit, is refused by it) and the child finishes its write.
+
+mod host_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use host_support::{config, fixture_stats, payload, ping_within_a_second, spawn, text, tool, watchdog};
+use mcp_framer::{Config, OversizePolicy};
+use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, Skipped};
+use serde_json::json;
+
+const EIGHT_MIB: usize = 8 << 20;
+
+/// Kills the child when dropped: the watchdog of the naive-parent test, which
+/// holds no session.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// "stdout backpressure observed: write blocked for N ms, DONE of LEN frame
+/// bytes written so far, ..." -> (DONE, LEN).
+fn progress(line: &str) -> (u64, u64) {
+    let rest = line.split_once("ms, ").expect("backpressure line format").1;
+    let mut words = rest.split_whitespace();
+    let done = words.next().and_then(|w| w.parse().ok()).expect("bytes written so far");
+    let len = words.nth(1).and_then(|w| w.parse().ok()).expect("frame length");
+    (done, len)
+}
+
+#[test]
+fn a_parent_that_never_reads_stdout_deadlocks_the_server() {
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_hostile_server"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hostile_server"),
+    );
+    // Keep stdout open and never read it: that is the bug being reproduced.
+    let _stdout = child.0.stdout.take().expect("stdout");
+    let stderr = child.0.stderr.take().expect("stderr");
+    let (lines, stderr_lines) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdin = child.0.stdin.take().expect("stdin");
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": {"name": "big", "arguments": {"bytes": EIGHT_MIB}}});
+    writeln!(stdin, "{request}").expect("write the request");
+
+    // The first report comes once a write() has blocked for 50 ms (building
+    // 8 MiB takes the unoptimized fixture a moment, so wait for it, bounded).
+    let mut stderr = Vec::new();
+    let first = loop {
+        let line = stderr_lines.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|e| {
+            panic!("no backpressure reported on stderr within 5 s ({e}): {stderr:#?}");
+        });
+        if line.starts_with("stdout backpressure observed") {
+            break line;
+        }
+        stderr.push(line);
+    };
+    thread::sleep(Duration::from_secs(1));
+    assert!(child.0.try_wait().expect("try_wait").is_none(), "the child should still be alive, blocked in write()");
+    stderr.push(first);
+    stderr.extend(stderr_lines.try_iter());
+    let last_report = stderr.iter().rfind(|line| line.starts_with("stdout backpressure observed")).expect("a report");
+    let (done, len) = progress(last_report);
+    assert!(len > EIGHT_MIB as u64, "the frame holds the 8 MiB text plus its envelope");
+    assert!(done < len, "the child must not have finished writing: {last_report}");
+    assert!(!stderr.iter().any(|line| line.starts_with("stats:")), "the child must not have finished");
+    drop(child); // kill it
+}
+
+#[tokio::test]
+async fn the_transport_drains_the_same_response_and_the_child_finishes() {
+    watchdog("8 MiB through the transport", async {
+        let (session, _inbound) = spawn(config());
+        let response = session
+            .request("tools/call", &tool("big", json!({"bytes": EIGHT_MIB})))
+            .await
+            .unwrap_or_else(|e| panic!("the 8 MiB request failed: {e}"));
+        let text = text(&response);
+        assert_eq!(text.len(), EIGHT_MIB);
+        assert!(text.bytes().all(|b| b == b'x'));
+
+        // The child finished its write: every byte it wrote reached us.
+        let stats = fixture_stats(&session).await;
+        let metrics = session.metrics();
+        assert_eq!(stats["frames"], 1);
+        assert_eq!(stats["bytes_written"], response.frame().len() as u64 + 1);
+        assert_eq!(metrics.largest_frame, response.frame().len() as u64);
+        ping_within_a_second(&session).await;
+
+        let report = session.shutdown().await;
+        assert_eq!(report.stage, ShutdownStage::StdinClosed);
+        assert!(report.exit_status.is_some_and(|s| s.success()));
+        let last = report.stderr_tail.lines().last().unwrap_or_default();
+        assert!(last.starts_with("stats: "), "the child ended normally: {last:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_transport_refuses_the_same_response_by_its_limit_and_the_child_finishes() {
+    watchdog("8 MiB over a 1 MiB limit", async {
+        let limit = 1 << 20;
+        let mut config = config();
+        config.reader = ReaderConfig {
+            framer: Config { max_frame: limit, oversize: OversizePolicy::Skip, ..Config::default() },
+            ..ReaderConfig::default()
+        };
+        let (session, mut inbound) = spawn(config);
+        let request = session.start("tools/call", &tool("big", json!({"bytes": EIGHT_MIB}))).await.expect("sent");
+        // A frame discarded by the limit is never parsed, so its id is
+        // unknown: the application sees the report and gives up on the
+        // request it was waiting for.
+        let Some(Inbound::Skipped(Skipped::Oversize { len })) = inbound.recv().await else {
+            panic!("the oversize frame is reported")
+        };
+        assert!(len > EIGHT_MIB as u64);
+        assert!(session.cancel(request.id(), "response over the transport limit").await);
+        let refused = request.response().await;
+        assert!(matches!(&refused, Err(RequestError::Cancelled { reason }) if reason.contains("limit")), "{refused:?}");
+
+        // The child finished writing all 8 MiB: nothing it wrote was left in
+        // the pipe, and the discarded bytes were never held.
+        let stats = fixture_stats(&session).await;
+        let metrics = session.metrics();
+        assert_eq!(stats["bytes_written"], len + 1);
+        assert_eq!((metrics.oversize_frames, metrics.discarded_bytes), (1, len));
+        assert!(metrics.buffered_high_water <= (limit + 1 + Config::default().read_size) as u64);
+        assert_eq!(payload(&session.request("ping", &()).await.expect("ping")), json!({}));
+        ping_within_a_second(&session).await;
+        session.shutdown().await;
+    })
+    .await;
+}

@@ -1,0 +1,95 @@
+//! The child's end: dying mid-frame, exiting on its own, and the shutdown
+//! sequence (stdin close, SIGTERM, SIGKILL) against servers that ignore each
+//! step.
+
+mod host_support;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use host_support::{config, spawn, tool, watchdog};
+use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, Skipped};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_child_dying_mid_frame_is_truncated_and_pending_requests_fail_with_its_status() {
+    watchdog("exit mid-frame", async {
+        let (session, mut inbound) = spawn(config());
+        // The fixture handles requests in order: the ping waits behind the
+        // request that kills the server, so both are pending when it dies.
+        let dying = session.start("tools/call", &tool("exit_mid_frame", json!({"code": 3}))).await.expect("sent");
+        let behind = session.start("tools/call", &tool("ping", json!({}))).await.expect("sent");
+
+        for request in [dying, behind] {
+            let failed = request.response().await;
+            let Err(RequestError::Closed(closed)) = failed else { panic!("expected the session to end: {failed:?}") };
+            assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
+            assert_eq!(closed.exit_status().and_then(|s| s.code()), Some(3));
+            let message = closed.to_string();
+            assert!(message.contains("exit status: 3"), "{message}");
+            assert!(message.contains("exit_mid_frame: wrote"), "the stderr tail is quoted: {message}");
+        }
+        let Some(Inbound::Skipped(Skipped::Truncated { len, oversize: false })) = inbound.recv().await else {
+            panic!("the partial frame is reported")
+        };
+        let metrics = session.metrics();
+        assert!(len > 0);
+        assert_eq!((metrics.truncated_bytes, metrics.frames), (len, 0));
+        assert_eq!(metrics.stdout_bytes, len);
+        assert_eq!(metrics.exit_status.and_then(|s| s.code()), Some(3));
+        // New requests fail at once.
+        assert!(matches!(session.request("ping", &()).await, Err(RequestError::Closed(_))));
+        assert_eq!(session.shutdown().await.stage, ShutdownStage::AlreadyExited);
+    })
+    .await;
+}
+
+/// A session on `sh -c script`.
+fn sh(script: &str) -> Session {
+    let mut command = tokio::process::Command::new("sh");
+    command.args(["-c", script]);
+    Session::spawn(command, config()).expect("spawn sh").0
+}
+
+#[tokio::test]
+async fn shutdown_closes_stdin_then_terminates_then_kills() {
+    watchdog("shutdown stages", async {
+        // Exits at end of input.
+        let report = sh("cat >/dev/null").shutdown().await;
+        assert_eq!(report.stage, ShutdownStage::StdinClosed);
+        assert_eq!(report.exit_status.and_then(|s| s.code()), Some(0));
+
+        // Ignores end of input, dies on SIGTERM.
+        let report = sh("exec sleep 30").shutdown().await;
+        assert_eq!(report.stage, ShutdownStage::Terminated);
+        assert_eq!(report.exit_status.and_then(|s| s.signal()), Some(15));
+
+        // Ignores end of input and SIGTERM: only SIGKILL ends it.
+        let stubborn = sh("trap '' TERM; echo ready >&2; while :; do sleep 0.05; done");
+        while !stubborn.stderr_tail().contains("ready") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let report = stubborn.shutdown().await;
+        assert_eq!(report.stage, ShutdownStage::Killed);
+        assert_eq!(report.exit_status.and_then(|s| s.signal()), Some(9));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dropping_a_session_kills_its_server() {
+    watchdog("drop kills", async {
+        let session = sh("exec sleep 30");
+        let pid = session.pid().expect("pid");
+        let proc_path = format!("/proc/{pid}");
+        assert!(std::path::Path::new(&proc_path).exists());
+        drop(session);
+        // The supervisor kills and reaps it: the pid disappears.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while std::path::Path::new(&proc_path).exists() {
+            assert!(std::time::Instant::now() < deadline, "pid {pid} still exists after the session was dropped");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}

@@ -1,0 +1,110 @@
+//! Shared helpers for the host transport's process tests (`host_*.rs`):
+//! spawning the `hostile_server` fixture in a [`Session`], the watchdog, and
+//! small JSON helpers.
+//!
+//! Watchdog: every test body runs inside [`watchdog`], a
+//! `tokio::time::timeout`. When it fires, the body's future is dropped, which
+//! drops its `Session`s; a dropped session's supervisor SIGKILLs the child's
+//! process group, and the runtime's shutdown drops the `Child` itself, which
+//! was spawned with `kill_on_drop`. Then the test fails loudly. A panicking
+//! assertion unwinds through the same drops. So no test can leave a child
+//! behind or hang CI.
+
+#![allow(dead_code, reason = "each test crate uses a different subset")]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use mcp_framer_stdio::host::{Inbound, Received, Session, SessionConfig, ShutdownConfig};
+use serde_json::{Value, json};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+
+/// The most any host process test may take.
+pub const WATCHDOG: Duration = Duration::from_secs(10);
+
+/// Runs `body` under the watchdog; see the module documentation.
+pub async fn watchdog<F: Future>(what: &str, body: F) -> F::Output {
+    match tokio::time::timeout(WATCHDOG, body).await {
+        Ok(output) => output,
+        Err(_) => panic!("watchdog: {what} did not finish within {WATCHDOG:?}; its server was killed"),
+    }
+}
+
+/// The fixture server command with `args`.
+pub fn fixture(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hostile_server"));
+    command.args(args);
+    command
+}
+
+/// A session config for tests: short timeouts so every failure path ends
+/// quickly.
+pub fn config() -> SessionConfig {
+    let step = Duration::from_millis(500);
+    SessionConfig {
+        request_timeout: Duration::from_secs(5),
+        write_timeout: Duration::from_secs(2),
+        exit_grace: Duration::from_millis(300),
+        shutdown: ShutdownConfig { after_stdin: step, after_term: step, after_kill: step },
+        ..SessionConfig::default()
+    }
+}
+
+/// Spawns the fixture (no extra args) in a session.
+pub fn spawn(config: SessionConfig) -> (Session, mpsc::Receiver<Inbound>) {
+    Session::spawn(fixture(&[]), config).expect("spawn hostile_server")
+}
+
+/// `params` of a `tools/call` for `tool` with `arguments`.
+pub fn tool(tool: &str, arguments: Value) -> Value {
+    json!({"name": tool, "arguments": arguments})
+}
+
+/// The parsed payload of a response.
+pub fn payload(response: &Received) -> Value {
+    response.deserialize_payload().expect("the payload is JSON")
+}
+
+/// The first text block of a tool result.
+pub fn text(response: &Received) -> String {
+    let result = payload(response);
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in {result}")).to_owned()
+}
+
+/// The "second request": a cheap `ping` tool call that must succeed within
+/// one second.
+pub async fn ping_within_a_second(session: &Session) {
+    let started = Instant::now();
+    let params = tool("ping", json!({}));
+    let response = tokio::time::timeout(Duration::from_secs(1), session.request("tools/call", &params))
+        .await
+        .unwrap_or_else(|_| panic!("the second request took more than 1 s; stderr:\n{}", session.stderr_tail()))
+        .unwrap_or_else(|e| panic!("the second request failed: {e}"));
+    assert_eq!(text(&response), "pong");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+/// The fixture's write counters (the `stats` tool).
+pub async fn fixture_stats(session: &Session) -> Value {
+    let response = session.request("tools/call", &tool("stats", json!({}))).await.expect("stats");
+    payload(&response)["structuredContent"].clone()
+}
+
+/// Every queued item available right now.
+pub fn drain_now(inbound: &mut mpsc::Receiver<Inbound>) -> Vec<Inbound> {
+    let mut items = Vec::new();
+    while let Ok(item) = inbound.try_recv() {
+        items.push(item);
+    }
+    items
+}
+
+/// Waits (at most 2 s) until `condition` holds for the session.
+pub async fn eventually(session: &Session, what: &str, condition: impl Fn(&Session) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !condition(session) {
+        assert!(Instant::now() < deadline, "{what} did not happen within 2 s; metrics: {:?}", session.metrics());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

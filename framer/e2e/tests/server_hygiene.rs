@@ -1,0 +1,163 @@
+//! stdout hygiene and input errors through the real library (`lib_server`
+//! fixture, real pipes): panics and log calls inside handlers never reach
+//! stdout, malformed and oversize input get the JSON-RPC errors the spec
+//! calls for while the session continues, and stdin EOF shuts down within
+//! the grace period.
+
+mod server_support;
+
+use std::time::{Duration, Instant};
+
+use mcp_framer_jsonrpc::{self as envelope, Kind};
+use serde_json::{Value, json};
+use server_support::{Fixture, SECOND_REQUEST, eventually, live_group_members};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Every stdout line is a whole JSON-RPC response or notification.
+fn assert_only_protocol(frames: &[server_support::Frame]) {
+    for frame in frames {
+        let value = frame.json();
+        let bytes = serde_json::to_vec(value).unwrap();
+        let message = envelope::parse(&bytes).unwrap_or_else(|e| panic!("not JSON-RPC: {e}: {value}"));
+        assert!(matches!(message.kind(), Kind::Response | Kind::ErrorResponse | Kind::Notification), "{value}");
+    }
+}
+
+#[test]
+fn panics_and_logs_in_handlers_never_reach_stdout() {
+    let mut server = Fixture::start(&[]);
+    server.call(1, "panic", json!({"message": "boom-in-handler"}));
+    server.call(2, "log", json!({"text": "LOGTEXT-7"}));
+    let panicked = server.response(1, WAIT);
+    assert_eq!(panicked["error"]["code"], -32603);
+    assert!(panicked["error"]["message"].as_str().unwrap().contains("panicked"));
+    assert_eq!(server.response(2, WAIT)["result"]["content"][0]["text"], "logged");
+    let sent = Instant::now();
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert_eq!(server.response(3, SECOND_REQUEST)["result"], json!({}));
+    assert!(sent.elapsed() < SECOND_REQUEST);
+
+    let done = server.finish();
+    assert!(done.status.success());
+    assert_eq!(done.frames.len(), 3, "three responses and nothing else: {:?}", done.frames);
+    assert_only_protocol(&done.frames);
+    for frame in &done.frames {
+        let text = frame.json().to_string();
+        assert!(!text.contains("LOGTEXT") && !text.contains("boom-in-handler"), "log or panic text on stdout: {text}");
+    }
+    for line in ["boom-in-handler", "info: LOGTEXT-7", "warn: LOGTEXT-7", "error: LOGTEXT-7", "eprintln: LOGTEXT-7"] {
+        assert!(done.stderr.contains(line), "{line:?} missing from stderr:\n{}", done.stderr);
+    }
+    // `println!` in a handler: serve_stdio pointed fd 1 at stderr.
+    assert!(done.stderr.contains("println: LOGTEXT-7"), "stray println lost:\n{}", done.stderr);
+    assert_eq!(done.report["handler_panics"], 1);
+}
+
+#[test]
+fn malformed_input_gets_json_rpc_errors_and_the_session_continues() {
+    let mut server = Fixture::start(&[]);
+    let lines: [&[u8]; 8] = [
+        b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":",
+        b"{\"jsonrpc\":\"1.0\",\"id\":6,\"method\":\"ping\"}",
+        b"[1,2]",
+        b"\xff\xfe{}",
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"no/such/method\"}",
+        b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"no_such_tool\"}}",
+        b"",
+        b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\r",
+    ];
+    for line in lines {
+        server.send_raw(&[line, b"\n"].concat());
+    }
+    let mut answers = Vec::new();
+    for _ in 0..7 {
+        let frame = server.next_frame(WAIT);
+        let value = frame.json();
+        answers.push((value["id"].clone(), value["error"]["code"].clone()));
+    }
+    assert_eq!(
+        answers,
+        [
+            (Value::Null, json!(-32700)),
+            (json!(6), json!(-32600)),
+            (Value::Null, json!(-32600)),
+            (Value::Null, json!(-32700)),
+            (json!(7), json!(-32601)),
+            (json!(8), json!(-32602)),
+            (json!(9), Value::Null),
+        ]
+    );
+    let done = server.finish();
+    assert_only_protocol(&done.frames);
+    assert_eq!(done.report["malformed"], 4);
+    assert_eq!(done.report["unknown_methods"], 1);
+}
+
+#[test]
+fn oversize_input_is_answered_and_the_session_continues() {
+    let mut server = Fixture::start(&["--max-frame", "4096"]);
+    let text = "é".repeat(5000);
+    server.call(1, "echo", json!({"text": text}));
+    let frame = server.next_frame(WAIT);
+    let error = frame.json();
+    assert_eq!(error["id"], Value::Null, "the id cannot be read from a discarded message");
+    assert_eq!(error["error"]["code"], -32600);
+    assert!(error["error"]["message"].as_str().unwrap().contains("exceeds the transport limit of 4096 bytes"));
+    server.call(2, "echo", json!({"text": "small"}));
+    assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "small");
+    // A result over the response limit becomes an error instead.
+    server.call(3, "big", json!({"bytes": 10_000}));
+    let too_big = server.response(3, WAIT);
+    assert_eq!(too_big["error"]["code"], -32603);
+    let done = server.finish();
+    assert_eq!(done.report["oversize"], 1);
+    assert!(done.frames.iter().all(|f| f.len <= 4096));
+}
+
+/// At stdin EOF, work that ends within the grace period still gets its
+/// response; work that does not is cancelled, its process group killed, and
+/// the process exits cleanly.
+#[test]
+fn stdin_eof_finishes_short_work_and_cancels_the_rest() {
+    let mut server = Fixture::start(&["--grace-ms", "500"]);
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "subprocess", "arguments": {"script": "sleep 30"}, "_meta": {"progressToken": 2}}}));
+    let progress = server.notification("notifications/progress", WAIT);
+    let pid: u32 = progress["params"]["message"].as_str().unwrap()[4..].parse().unwrap();
+    server.call(1, "slow", json!({"ms": 200}));
+    server.wait_stderr(&["tool started", "id=1"], WAIT);
+
+    let closed = Instant::now();
+    let done = server.finish();
+    let took = closed.elapsed();
+    assert!(done.status.success(), "{:?}", done.status);
+    assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
+    assert!(took >= Duration::from_millis(400), "waited for the grace period: {took:?}");
+    let answered: Vec<_> = done.frames.iter().filter_map(|f| f.id().cloned()).collect();
+    assert_eq!(answered, [json!(1)], "the short call finished; the long one was cancelled");
+    assert_eq!(done.report["cancelled_at_shutdown"], 1);
+    assert!(eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()), "child group {pid} killed");
+}
+
+/// At stdin EOF with a host that has stopped draining stdout, the flush is
+/// bounded too: the server gives up after the grace period, says how many
+/// frames it could not flush, and exits. The host's framer then reports the
+/// unfinished frame as truncated, never as a frame.
+#[test]
+fn stdin_eof_exits_within_the_bound_when_stdout_is_not_drained() {
+    let mut server = Fixture::start_paused(&["--grace-ms", "300"]);
+    server.call(1, "big", json!({"bytes": 4 << 20}));
+    assert!(server.first_stdout_read(2 * WAIT) > 0);
+    let closed = Instant::now();
+    server.close_stdin();
+    let status = server.wait_exit(WAIT).expect("exited although stdout was never drained");
+    assert!(status.success(), "{status:?}");
+    assert!(closed.elapsed() < Duration::from_secs(3), "took {:?}", closed.elapsed());
+    let done = server.finish();
+    assert_eq!(done.report["unflushed_frames"], 1, "{}", done.report);
+    assert!(done.stderr.contains("stdout not drained within the shutdown grace"), "{}", done.stderr);
+    assert_eq!(done.frames.len(), 1);
+    let truncated = done.frames[0].value.as_ref().unwrap_err();
+    assert!(truncated.starts_with("Truncated"), "{truncated}");
+}

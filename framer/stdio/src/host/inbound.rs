@@ -1,0 +1,288 @@
+//! What the reader hands over: owned messages ([`Received`]) and reports of
+//! what it skipped ([`Skipped`]).
+
+use std::fmt;
+use std::ops::Range;
+
+use serde::Deserialize;
+
+use super::overload::QueuedBytes;
+use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
+
+/// A message received from the server, owning a copy of its frame.
+///
+/// The reader copies a frame once, after framing and classification, because
+/// the queue outlives the framer's buffer. The routing fields were parsed by
+/// [`envelope::parse`](mcp_framer_jsonrpc::parse); the payload (`params`,
+/// `result` or `error`) was checked to be well-formed JSON but not built:
+/// [`payload`](Received::payload) returns its raw text, a slice of the frame,
+/// and [`deserialize_payload`](Received::deserialize_payload) builds whatever
+/// type the application wants from it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Received {
+    frame: Box<[u8]>,
+    kind: Kind,
+    id: Option<OwnedId>,
+    method: Option<Text>,
+    /// Where the payload lies in the frame; empty when there is none (a JSON
+    /// value is never empty), which keeps `Received` as small as an option.
+    payload: Range<usize>,
+    /// The frame's bytes counted against the queue's byte bound while this
+    /// message (or a clone) lives; `None` for a message that never went
+    /// through the queue.
+    queued: Option<QueuedBytes>,
+}
+
+/// A string field of a [`Received`]: where its text lies in the frame when it
+/// had no escapes (no allocation), or its decoded copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Text {
+    InFrame(Range<usize>),
+    Decoded(Box<str>),
+}
+
+impl Received {
+    /// Copies `frame` and the routing fields of its parsed `message`: the
+    /// frame is the only allocation unless the method has escapes or the id
+    /// is a string.
+    pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Received {
+        let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
+        debug_assert_eq!(
+            payload.is_some(),
+            message.payload().is_some(),
+            "the envelope borrows payloads from the frame"
+        );
+        Received {
+            frame: frame.into(),
+            kind: message.kind(),
+            id: message.id().map(Id::to_owned_id),
+            method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
+                Some(range) => Text::InFrame(range),
+                None => Text::Decoded(method.into()),
+            }),
+            payload: payload.unwrap_or(0..0),
+            queued: None,
+        }
+    }
+
+    /// Counts this message's frame against the queue's byte bound until it
+    /// is dropped.
+    pub(crate) fn hold(&mut self, queued: QueuedBytes) {
+        self.queued = Some(queued);
+    }
+
+    /// Request, notification, response or error response.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The id (requests and responses; error responses unless `null`).
+    pub fn id(&self) -> Option<&OwnedId> {
+        self.id.as_ref()
+    }
+
+    /// The method (requests and notifications).
+    pub fn method(&self) -> Option<&str> {
+        match self.method.as_ref()? {
+            // The envelope checked the frame is UTF-8: this re-checks only the
+            // method's few bytes.
+            Text::InFrame(range) => std::str::from_utf8(&self.frame[range.clone()]).ok(),
+            Text::Decoded(method) => Some(method),
+        }
+    }
+
+    /// The raw JSON text of `params` (if present), `result` or `error`,
+    /// exactly as the server wrote it.
+    pub fn payload(&self) -> Option<&str> {
+        // The envelope checked that the whole frame is UTF-8, so this only
+        // re-checks the payload's bytes (vectorised: payloads can be large).
+        let range = self.payload.clone();
+        if range.is_empty() { None } else { simdutf8::basic::from_utf8(&self.frame[range]).ok() }
+    }
+
+    /// Deserializes the payload into `T` (`null` when there is none).
+    ///
+    /// ```
+    /// # use mcp_framer_stdio::host::Received;
+    /// # fn show(received: &Received) -> serde_json::Result<()> {
+    /// let params: serde_json::Value = received.deserialize_payload()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn deserialize_payload<'a, T: Deserialize<'a>>(&'a self) -> serde_json::Result<T> {
+        serde_json::from_str(self.payload().unwrap_or("null"))
+    }
+
+    /// The whole frame, without its `\n`.
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    /// Takes the frame. Its bytes stop counting against the queue's byte
+    /// bound ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)).
+    pub fn into_frame(self) -> Box<[u8]> {
+        self.frame
+    }
+}
+
+impl fmt::Debug for Received {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Received")
+            .field("kind", &self.kind)
+            .field("id", &self.id)
+            .field("method", &self.method())
+            .field("frame_len", &self.frame.len())
+            .field("frame", &Excerpt::new(&self.frame, 120))
+            .finish()
+    }
+}
+
+/// Where `part` lies inside `whole`, if it is a subslice of it.
+fn subslice(whole: &[u8], part: &[u8]) -> Option<Range<usize>> {
+    let start = part.as_ptr().addr().checked_sub(whole.as_ptr().addr())?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some(start..end)
+}
+
+/// The start of a frame as text, for reports: at most a given number of
+/// bytes, lossy UTF-8 (a character cut by the bound becomes U+FFFD).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Excerpt {
+    text: String,
+    cut: bool,
+}
+
+impl Excerpt {
+    /// The first `max` bytes of `frame`.
+    ///
+    /// ```
+    /// use mcp_framer_stdio::host::Excerpt;
+    /// let excerpt = Excerpt::new(b"INFO server started on port 8080", 19);
+    /// assert_eq!(excerpt.as_str(), "INFO server started");
+    /// assert!(excerpt.is_cut());
+    /// assert_eq!(excerpt.to_string(), "INFO server started...");
+    /// ```
+    pub fn new(frame: &[u8], max: usize) -> Excerpt {
+        let shown = &frame[..frame.len().min(max)];
+        Excerpt { text: String::from_utf8_lossy(shown).into_owned(), cut: shown.len() < frame.len() }
+    }
+
+    /// The excerpt's text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the frame was longer than the excerpt.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+}
+
+impl fmt::Display for Excerpt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)?;
+        if self.cut { f.write_str("...") } else { Ok(()) }
+    }
+}
+
+impl fmt::Debug for Excerpt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}{}", self.text, if self.cut { "..." } else { "" })
+    }
+}
+
+/// Something the reader discarded and reports. The session goes on; each is
+/// also counted in the [metrics](super::MetricsSnapshot).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Skipped {
+    /// A frame over the transport limit was discarded up to its `\n`
+    /// ([`OversizePolicy::Skip`](mcp_framer::OversizePolicy::Skip)). Never parsed,
+    /// so its id is unknown: if it was a response, its request ends by its
+    /// timeout.
+    Oversize {
+        /// The frame's exact length in bytes.
+        len: u64,
+    },
+    /// A line that does not even start like JSON (first non-blank byte not
+    /// `{` or `[`): typically a log line a server printed on stdout.
+    NotJson {
+        /// The line's length in bytes.
+        len: usize,
+        /// Its first bytes.
+        excerpt: Excerpt,
+    },
+    /// A frame that is not a valid JSON-RPC message (malformed JSON, invalid
+    /// UTF-8, a batch, a wrong `jsonrpc`...). The host never answers it: an
+    /// error reply to a broken response is how reply storms start.
+    Invalid {
+        /// Why the envelope rejected it.
+        error: EnvelopeError,
+        /// The frame's length in bytes.
+        len: usize,
+        /// Its first bytes.
+        excerpt: Excerpt,
+    },
+    /// Stdout closed in the middle of a frame; the partial frame is never
+    /// delivered.
+    Truncated {
+        /// Bytes of the partial frame.
+        len: u64,
+        /// Whether it was an oversize frame being discarded.
+        oversize: bool,
+    },
+}
+
+/// What the reader hands to the application through the inbound queue.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Inbound {
+    /// A request from the server; answer it with
+    /// [`Session::respond`](super::Session::respond) or
+    /// [`Session::respond_error`](super::Session::respond_error).
+    Request(Received),
+    /// A notification from the server.
+    Notification(Received),
+    /// A response or error response. Only from a [`Reader`](super::Reader)
+    /// without a pending table (a [`Session`](super::Session) routes
+    /// responses to the requests waiting for them instead).
+    Response(Received),
+    /// Something the reader discarded. Reports are queued only when there is
+    /// room at once: they never make the reader wait and never trigger the
+    /// overload policy (the metrics count them all).
+    Skipped(Skipped),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_framer_jsonrpc::parse;
+
+    #[test]
+    fn received_keeps_routing_fields_and_a_payload_slice() {
+        let frame = br#"{"jsonrpc":"2.0","id":"a\"b","method":"sampling/create\u004dessage","params":{"x":[1,2]}}"#;
+        let message = parse(frame).unwrap();
+        let received = Received::new(frame, &message);
+        assert_eq!(received.kind(), Kind::Request);
+        assert_eq!(received.id(), Some(&Id::from("a\"b".to_owned())));
+        assert_eq!(received.method(), Some("sampling/createMessage"));
+        assert_eq!(received.payload(), Some(r#"{"x":[1,2]}"#));
+        let params: serde_json::Value = received.deserialize_payload().unwrap();
+        assert_eq!(params["x"][1], 2);
+        assert_eq!(received.frame(), frame);
+
+        let frame = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let received = Received::new(frame, &parse(frame).unwrap());
+        assert_eq!((received.kind(), received.id(), received.payload()), (Kind::Notification, None, None));
+        assert_eq!(received.deserialize_payload::<Option<u8>>().unwrap(), None);
+    }
+
+    #[test]
+    fn excerpt_is_bounded_in_bytes_and_lossy() {
+        let excerpt = Excerpt::new("h\u{e9}llo".as_bytes(), 2);
+        assert_eq!(excerpt.as_str(), "h\u{fffd}");
+        assert!(excerpt.is_cut());
+        let whole = Excerpt::new(b"abc", 120);
+        assert_eq!((whole.as_str(), whole.is_cut()), ("abc", false));
+        assert_eq!(Excerpt::new(&[b'x'; 10_000], 120).as_str().len(), 120);
+    }
+}

@@ -1,0 +1,97 @@
+//! The tokio host transport (feature `tokio`, unix): spawn an MCP server,
+//! drain its stdout forever, hand messages to the application through a
+//! bounded queue, and keep every request bounded in time.
+//!
+//! stdio is a bounded byte pipe: if a host stops reading a server's stdout,
+//! the server blocks in `write()` mid-response and never reads the
+//! cancellation or the next request on stdin. This module keeps that from
+//! happening:
+//!
+//! * [`Reader`] — a task owns the child's stdout and only reads: straight into
+//!   the [`Framer`](mcp_framer::Framer)'s buffer, then classifies each frame with
+//!   the [envelope](mcp_framer_jsonrpc). Responses go to the request waiting
+//!   for them; server requests and notifications go to a bounded queue whose
+//!   consumer is the application. By default the reader never waits on that
+//!   consumer: a message that does not fit gets the [`OverloadPolicy`] at
+//!   once (drop, reject with an error reply, or end the session) and reading
+//!   goes on. A host may opt in to absorbing bursts with
+//!   [`Overload::max_wait`], a wait budget per overload episode, never per
+//!   message. Oversize frames follow the framer's policy; lines that are not
+//!   JSON-RPC are counted, reported with a bounded [`Excerpt`] and skipped.
+//! * stderr is drained by its own task into a bounded [`StderrTail`], counted
+//!   and forwarded to `tracing`; it never blocks.
+//! * [`Session`] — the client side: one writer task writes one whole frame
+//!   and one `\n` at a time, each within a timeout; a pending table matches
+//!   responses by id; per-request timeouts send `notifications/cancelled`
+//!   (never for `initialize`); late responses are counted and ignored; when
+//!   the child exits every pending request fails with the exit status and the
+//!   stderr tail; [`Session::shutdown`] closes stdin, waits, sends SIGTERM,
+//!   waits, sends SIGKILL.
+//! * [`Metrics`] — counters readable at any time as a [`MetricsSnapshot`]:
+//!   stdout bytes, largest frame, parse errors, time waiting for room in the
+//!   queue, cancellations sent, the exit status, and more.
+//!
+//! # Example
+//!
+//! A real (tiny) server: `sh` answers the first request, prints a log line
+//! on stdout by mistake, sends a notification, and exits with status 3 while
+//! a second request is pending.
+//!
+//! ```
+//! use mcp_framer_stdio::host::{Inbound, RequestError, Session, SessionConfig, Skipped};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let script = r#"
+//!     read request
+//!     echo '{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
+//!     echo 'INFO listening'
+//!     echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}'
+//!     read request
+//!     echo 'fatal: out of cheese' >&2
+//!     exit 3
+//! "#;
+//! let mut command = tokio::process::Command::new("sh");
+//! command.args(["-c", script]);
+//! let (session, mut inbound) = Session::spawn(command, SessionConfig::default())?;
+//!
+//! let tools = session.request("tools/list", &()).await?;
+//! assert_eq!(tools.payload(), Some(r#"{"tools":[]}"#));
+//!
+//! let Some(Inbound::Skipped(Skipped::NotJson { excerpt, .. })) = inbound.recv().await else { panic!() };
+//! assert_eq!(excerpt.as_str(), "INFO listening");
+//! let Some(Inbound::Notification(note)) = inbound.recv().await else { panic!() };
+//! assert_eq!(note.method(), Some("notifications/message"));
+//!
+//! let Err(RequestError::Closed(closed)) = session.request("ping", &()).await else { panic!() };
+//! assert_eq!(closed.exit_status().and_then(|s| s.code()), Some(3));
+//! assert!(closed.to_string().contains("exit status: 3"));
+//! assert!(closed.to_string().contains("out of cheese"));
+//!
+//! let metrics = session.metrics();
+//! assert_eq!((metrics.frames, metrics.non_json_lines, metrics.responses), (3, 1, 1));
+//! # Ok(())
+//! # }
+//! ```
+
+mod inbound;
+mod metrics;
+mod outgoing;
+mod overload;
+mod pending;
+mod reader;
+mod session;
+mod stderr;
+mod supervisor;
+mod writer;
+
+pub use inbound::{Excerpt, Inbound, Received, Skipped};
+pub use metrics::{Metrics, MetricsSnapshot};
+pub use overload::{DEFAULT_MAX_QUEUED_BYTES, OVERLOADED, OVERLOADED_MESSAGE, Overload, OverloadPolicy};
+pub use reader::{DEFAULT_EXCERPT, Reader, ReaderConfig, ReaderEnd, ReaderReport};
+pub use session::{
+    CloseReason, Closed, PendingRequest, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownReport,
+    ShutdownStage,
+};
+pub use stderr::{StderrLog, StderrTail};
+pub use writer::WriteError;

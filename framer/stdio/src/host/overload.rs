@@ -1,0 +1,532 @@
+//! The hand-off from the reader to the application: a bounded queue, the
+//! reader's wait budget for room in it (none by default), and the policy
+//! applied to a message that does not fit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
+use tokio::time::Instant;
+
+use super::metrics::{Metrics, bump};
+
+/// The JSON-RPC error code of the reply sent under [`OverloadPolicy::Reject`]
+/// (-32000 is the first of JSON-RPC's implementation-defined server errors).
+pub const OVERLOADED: i64 = -32000;
+
+/// The message of the reply sent under [`OverloadPolicy::Reject`].
+pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try again later";
+
+/// Default bound on the bytes of the messages in the application's queue:
+/// 64 MiB, four messages at the default transport limit.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// What the reader does with a server message that does not fit in the
+/// application's queue once it may no longer wait for room (at once by
+/// default; see [`Overload`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum OverloadPolicy {
+    /// Drop the message and count it in
+    /// [`overload_dropped`](super::MetricsSnapshot::overload_dropped).
+    Drop,
+    /// Answer a server request with a JSON-RPC error ([`OVERLOADED`]) and drop
+    /// it, counted in [`overload_rejected`](super::MetricsSnapshot::overload_rejected),
+    /// so the server is not left waiting for an answer. A notification cannot
+    /// be answered: it is dropped and counted as under `Drop`. The default.
+    #[default]
+    Reject,
+    /// End the session on purpose: the reader stops, the child is killed and
+    /// every pending request fails with
+    /// [`CloseReason::Overloaded`](super::CloseReason::Overloaded), so the
+    /// caller can start a new session.
+    EndSession,
+}
+
+/// How the reader hands messages to the application's bounded queue when it
+/// is full. The reader keeps draining the server's stdout whatever the
+/// application does: a message that does not fit gets the [`OverloadPolicy`]
+/// (drop, reject, end the session), and reading goes on.
+///
+/// **Overload episode.** An episode starts when a message finds the queue
+/// full (or over its byte bound, below), and ends only once the application
+/// has drained the queue to at most half its capacity and half its byte bound
+/// (not as soon as one message fits). Each episode is
+/// counted in [`overload_episodes`](super::MetricsSnapshot::overload_episodes).
+/// During an episode, a message that fits is still queued.
+///
+/// **`max_wait` is a budget per episode, not per message.**
+///
+/// * `max_wait` zero (**the default**): the reader never waits and arms no
+///   timer. A message that does not fit gets the policy at once, so the
+///   server is never paced by the application; the price is that a burst
+///   larger than the queue is shed even if the application would have caught
+///   up a moment later.
+/// * `max_wait` above zero (opt in, for a host that prefers absorbing short
+///   bursts to shedding): a message that does not fit may wait for room, but
+///   the waits of one episode add up to at most `max_wait`, however many of
+///   them succeed. Once the budget is spent, every message that does not fit
+///   gets the policy at once until the episode ends. The trade-off: a
+///   steadily slow application paces the reader, and so holds the server in
+///   `write(2)` (unable to read its stdin, cancellations included), for up to
+///   `max_wait` per episode; then the reader sheds until the application has
+///   caught up halfway.
+///
+/// **Bytes queued.** Besides its capacity in messages, the queue is bounded in
+/// bytes: the frames of the messages the reader has queued and the
+/// application has not dropped yet (a message counts until it is dropped,
+/// clones included) add up to at most `max_queued_bytes`, except that one
+/// message always fits when none is held, whatever its size. A message over
+/// the byte bound gets the policy at once, never waits, and is counted like
+/// one that found the queue full. So the memory a stalled application makes
+/// the host hold is bounded by `max_queued_bytes` plus one message, not by
+/// the capacity times the transport limit.
+///
+/// A closed queue (the application dropped its receiver) refuses at once.
+/// Time spent waiting is counted in
+/// [`dispatch_wait`](super::MetricsSnapshot::dispatch_wait) (always zero by
+/// default); refused messages in
+/// [`overload_dropped`](super::MetricsSnapshot::overload_dropped) or
+/// [`overload_rejected`](super::MetricsSnapshot::overload_rejected).
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_framer_stdio::host::{Overload, OverloadPolicy, Reader, ReaderConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
+/// let stdout = note.repeat(5);
+///
+/// // The default: never wait. Nobody consumes this queue of two.
+/// assert_eq!(Overload::default().max_wait, Duration::ZERO);
+/// assert_eq!(Overload::default().policy, OverloadPolicy::Reject);
+/// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
+/// let reader = Reader::new(ReaderConfig::default(), inbound);
+/// let metrics = reader.metrics();
+/// reader.run(stdout.as_bytes()).await;
+/// let m = metrics.snapshot();
+/// assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (2, 3, 1));
+/// assert_eq!(m.dispatch_wait, Duration::ZERO);
+///
+/// // Opt in: wait at most 20 ms in total for the whole episode; the first
+/// // message that does not fit uses the budget up, the next two get the
+/// // policy at once.
+/// let overload = Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(20), ..Overload::default() };
+/// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
+/// let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+/// let metrics = reader.metrics();
+/// reader.run(stdout.as_bytes()).await;
+/// let m = metrics.snapshot();
+/// assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (2, 3, 1));
+/// assert!(m.dispatch_wait >= Duration::from_millis(20));
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Overload {
+    /// What a message that does not fit gets. Default: [`OverloadPolicy::Reject`].
+    pub policy: OverloadPolicy,
+    /// The most the reader may wait for room in the queue, in total, per
+    /// overload episode. Default: zero (never wait).
+    pub max_wait: Duration,
+    /// The most bytes of frames held in the queue and by the application
+    /// (see above). Default: [`DEFAULT_MAX_QUEUED_BYTES`].
+    pub max_queued_bytes: usize,
+}
+
+impl Default for Overload {
+    fn default() -> Self {
+        Overload {
+            policy: OverloadPolicy::default(),
+            max_wait: Duration::ZERO,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+        }
+    }
+}
+
+/// The bytes of one queued message, counted against
+/// [`Overload::max_queued_bytes`] until the message is dropped. A clone is
+/// another copy of the bytes and counts again. It takes no part in
+/// comparisons.
+#[derive(Debug)]
+pub(crate) struct QueuedBytes {
+    held: Arc<AtomicUsize>,
+    len: usize,
+}
+
+impl Clone for QueuedBytes {
+    fn clone(&self) -> Self {
+        self.held.fetch_add(self.len, Ordering::Relaxed);
+        QueuedBytes { held: Arc::clone(&self.held), len: self.len }
+    }
+}
+
+impl Drop for QueuedBytes {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.len, Ordering::Relaxed);
+    }
+}
+
+impl PartialEq for QueuedBytes {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for QueuedBytes {}
+
+/// The result of offering an item to the queue.
+#[derive(Debug)]
+pub(crate) enum Offer<T> {
+    /// Queued.
+    Delivered,
+    /// It does not fit and may not wait (or the receiver is gone): apply the
+    /// policy.
+    Refused(T),
+}
+
+/// The sending side of the application queue, with the wait budget and the
+/// overload episode. Owned by the reader.
+#[derive(Debug)]
+pub(crate) struct Dispatch<T> {
+    queue: mpsc::Sender<T>,
+    max_wait: Duration,
+    /// The current overload episode, if any: how much of its wait budget has
+    /// been spent.
+    episode: Option<Duration>,
+    /// Bytes of the queued messages not dropped yet.
+    held: Arc<AtomicUsize>,
+    max_queued_bytes: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl<T> Dispatch<T> {
+    pub(crate) fn new(queue: mpsc::Sender<T>, overload: Overload, metrics: Arc<Metrics>) -> Self {
+        Dispatch {
+            queue,
+            max_wait: overload.max_wait,
+            episode: None,
+            held: Arc::default(),
+            max_queued_bytes: overload.max_queued_bytes,
+            metrics,
+        }
+    }
+
+    /// Counts `len` bytes against the byte bound for a message about to be
+    /// offered, or `None` when they do not fit: the message then gets the
+    /// policy at once, and an overload episode starts if none is running
+    /// (with no wait budget: bytes never wait). Held bytes only shrink behind
+    /// the reader's back (the application drops messages), so the check
+    /// cannot let too much in.
+    pub(crate) fn reserve(&mut self, len: usize) -> Option<QueuedBytes> {
+        let held = self.held.load(Ordering::Relaxed);
+        if held > 0 && held.saturating_add(len) > self.max_queued_bytes {
+            if self.episode.is_none() {
+                bump(&self.metrics.overload_episodes);
+                self.episode = Some(self.max_wait);
+            }
+            return None;
+        }
+        self.held.fetch_add(len, Ordering::Relaxed);
+        Some(QueuedBytes { held: Arc::clone(&self.held), len })
+    }
+
+    /// Bytes of queued messages not dropped yet.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Queues `item` if it fits; otherwise starts an overload episode (if
+    /// none is running) and waits for room only while the episode's budget
+    /// lasts. See [`Overload`] for the contract.
+    pub(crate) async fn offer(&mut self, item: T) -> Offer<T> {
+        if self.episode.is_some() && self.drained_halfway() {
+            self.episode = None;
+        }
+        let item = match self.queue.try_send(item) {
+            Ok(()) => return Offer::Delivered,
+            Err(TrySendError::Closed(item)) => return Offer::Refused(item),
+            Err(TrySendError::Full(item)) => item,
+        };
+        let spent = match self.episode {
+            Some(spent) => spent,
+            None => {
+                bump(&self.metrics.overload_episodes);
+                self.episode = Some(Duration::ZERO);
+                Duration::ZERO
+            }
+        };
+        let budget = self.max_wait.saturating_sub(spent);
+        if budget.is_zero() {
+            return Offer::Refused(item);
+        }
+        let started = Instant::now();
+        let sent = self.queue.send_timeout(item, budget).await;
+        let waited = started.elapsed();
+        self.metrics.add_dispatch_wait(waited);
+        match sent {
+            Ok(()) => {
+                self.episode = Some(spent + waited);
+                Offer::Delivered
+            }
+            Err(SendTimeoutError::Timeout(item)) => {
+                self.episode = Some(self.max_wait);
+                Offer::Refused(item)
+            }
+            Err(SendTimeoutError::Closed(item)) => Offer::Refused(item),
+        }
+    }
+
+    /// Whether the application has drained the queue to at most half its
+    /// capacity and half its byte bound (which ends an overload episode).
+    fn drained_halfway(&self) -> bool {
+        let capacity = self.queue.max_capacity();
+        capacity - self.queue.capacity() <= capacity / 2
+            && self.held.load(Ordering::Relaxed) <= self.max_queued_bytes / 2
+    }
+
+    /// Queues `item` only if there is room right now (for reports, which
+    /// are also counted in the metrics and need no policy).
+    pub(crate) fn offer_now(&mut self, item: T) -> bool {
+        self.queue.try_send(item).is_ok()
+    }
+
+    /// Whether an overload episode is running (it ends at the first offer
+    /// after the queue has drained halfway).
+    pub(crate) fn is_overloaded(&self) -> bool {
+        self.episode.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, mpsc::Receiver<u32>, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::default());
+        let (tx, rx) = mpsc::channel(capacity);
+        let overload = Overload { max_wait, ..Overload::default() };
+        (Dispatch::new(tx, overload, Arc::clone(&metrics)), rx, metrics)
+    }
+
+    /// Polls `offer(item)` exactly once: `None` if it would have waited.
+    fn offer_without_waiting(dispatch: &mut Dispatch<u32>, item: u32) -> Option<Offer<u32>> {
+        let mut offer = pin!(dispatch.offer(item));
+        match offer.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(offer) => Some(offer),
+            Poll::Pending => None,
+        }
+    }
+
+    async fn fill(dispatch: &mut Dispatch<u32>, n: u32) {
+        for i in 0..n {
+            assert!(matches!(dispatch.offer(i).await, Offer::Delivered), "offer {i} of {n}");
+        }
+    }
+
+    // The real clock: a zero-timeout wait would still go through the timer
+    // (pending until its next tick) and add to `dispatch_wait`.
+    #[tokio::test]
+    async fn the_default_never_waits_not_even_once() {
+        let (mut dispatch, mut rx, metrics) = dispatch(8, Overload::default().max_wait);
+        fill(&mut dispatch, 8).await;
+        for i in 0..100 {
+            let offer = offer_without_waiting(&mut dispatch, 100 + i);
+            assert!(matches!(offer, Some(Offer::Refused(n)) if n == 100 + i), "offer {i}: {offer:?}");
+            if i % 10 == 0 {
+                // A slot freed now fits the next offer at once, and the
+                // episode goes on (the queue is still more than half full).
+                assert!(rx.recv().await.is_some());
+                assert!(matches!(offer_without_waiting(&mut dispatch, 7), Some(Offer::Delivered)));
+            }
+        }
+        assert!(dispatch.is_overloaded());
+        let m = metrics.snapshot();
+        assert_eq!(m.dispatch_wait, Duration::ZERO);
+        assert_eq!(m.overload_episodes, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_budget_adds_up_across_successful_waits() {
+        let (mut dispatch, mut rx, metrics) = dispatch(4, 50 * MS);
+        fill(&mut dispatch, 4).await;
+        // A steadily slow consumer: one message every 15 ms, for ever.
+        let consumer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(15 * MS).await;
+                if rx.recv().await.is_none() {
+                    break;
+                }
+            }
+        });
+        let start = Instant::now();
+        // Three waits of 15 ms each succeed (45 ms of the budget)...
+        for i in 0..3 {
+            assert!(matches!(dispatch.offer(10 + i).await, Offer::Delivered), "wait {i}");
+        }
+        assert_eq!(start.elapsed(), 45 * MS);
+        // ...the fourth gets the 5 ms left and is refused...
+        assert!(matches!(dispatch.offer(13).await, Offer::Refused(13)));
+        assert_eq!(start.elapsed(), 50 * MS);
+        // ...and from then on a message that does not fit is refused at once,
+        // however steadily the consumer frees slots.
+        for i in 0..20 {
+            tokio::time::sleep(5 * MS).await;
+            let before = Instant::now();
+            let _ = dispatch.offer(20 + i).await;
+            assert_eq!(before.elapsed(), Duration::ZERO, "offer {i} waited");
+        }
+        let m = metrics.snapshot();
+        assert_eq!(m.dispatch_wait, 50 * MS);
+        assert_eq!(m.overload_episodes, 1);
+        assert!(dispatch.is_overloaded());
+        consumer.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_episode_ends_only_when_the_queue_has_drained_halfway() {
+        let (mut dispatch, mut rx, metrics) = dispatch(4, 10 * MS);
+        fill(&mut dispatch, 4).await;
+        assert!(matches!(dispatch.offer(4).await, Offer::Refused(4)));
+        assert_eq!(metrics.snapshot().dispatch_wait, 10 * MS);
+
+        // One slot free (3 of 4 queued): the next message fits, the one after
+        // is refused at once; the episode goes on.
+        assert_eq!(rx.recv().await, Some(0));
+        assert!(matches!(dispatch.offer(5).await, Offer::Delivered));
+        let before = Instant::now();
+        assert!(matches!(dispatch.offer(6).await, Offer::Refused(6)));
+        assert_eq!(before.elapsed(), Duration::ZERO);
+        assert!(dispatch.is_overloaded());
+
+        // Drained to half (2 of 4): the episode ends at the next offer.
+        assert_eq!(rx.recv().await, Some(1));
+        assert_eq!(rx.recv().await, Some(2));
+        assert!(matches!(dispatch.offer(7).await, Offer::Delivered));
+        assert!(!dispatch.is_overloaded());
+        assert!(matches!(dispatch.offer(8).await, Offer::Delivered));
+
+        // Full again: a new episode, with a fresh budget.
+        let before = Instant::now();
+        assert!(matches!(dispatch.offer(9).await, Offer::Refused(9)));
+        assert_eq!(before.elapsed(), 10 * MS);
+        let m = metrics.snapshot();
+        assert_eq!((m.overload_episodes, m.dispatch_wait), (2, 20 * MS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_queue_refuses_at_once_even_mid_wait() {
+        let (mut dispatch, rx, metrics) = dispatch(1, Duration::from_secs(60));
+        fill(&mut dispatch, 1).await;
+        // The receiver goes away 5 ms into a wait allowed to last 60 s.
+        let closer = tokio::spawn(async move {
+            tokio::time::sleep(5 * MS).await;
+            drop(rx);
+        });
+        let start = Instant::now();
+        assert!(matches!(dispatch.offer(1).await, Offer::Refused(1)));
+        assert_eq!(start.elapsed(), 5 * MS);
+        closer.await.expect("closer");
+        // Closed: refused without waiting, room or not.
+        assert!(matches!(offer_without_waiting(&mut dispatch, 2), Some(Offer::Refused(2))));
+        assert!(!dispatch.offer_now(3));
+        assert_eq!(metrics.snapshot().dispatch_wait, 5 * MS);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
+        let (tx, _rx) = mpsc::channel::<u32>(8);
+        let overload = Overload { max_queued_bytes: 100, ..Overload::default() };
+        let mut dispatch = Dispatch::new(tx, overload, Arc::default());
+        // Nothing held: even a message over the whole bound fits.
+        let huge = dispatch.reserve(250).expect("one message always fits when none is held");
+        assert!(dispatch.reserve(1).is_none(), "250 of 100 bytes held");
+        drop(huge);
+        assert_eq!(dispatch.held_bytes(), 0);
+
+        let a = dispatch.reserve(60).expect("60 of 100");
+        let b = dispatch.reserve(40).expect("exactly at the bound");
+        assert!(dispatch.reserve(1).is_none(), "one byte over the bound");
+        // A clone is another copy of the bytes: it counts too.
+        let b2 = b.clone();
+        assert_eq!(dispatch.held_bytes(), 140);
+        drop(b);
+        assert!(dispatch.reserve(1).is_none(), "the clone still holds 40 bytes");
+        drop(b2);
+        let c = dispatch.reserve(40).expect("room again once the copies are gone");
+        assert_eq!(dispatch.held_bytes(), 100);
+        drop((a, c));
+        assert_eq!(dispatch.held_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_reader_holds_at_most_the_byte_bound_for_an_application_that_keeps_its_messages() {
+        use crate::host::{Inbound, Reader, ReaderConfig};
+
+        let params = "x".repeat(1000);
+        let note = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":\"{params}\"}}\n");
+        let frame_len = note.len() - 1;
+        let stdout = note.repeat(10);
+        let overload =
+            Overload { policy: OverloadPolicy::Drop, max_queued_bytes: 3 * frame_len, ..Overload::default() };
+        // Room for 64 messages, but only three frames' worth of bytes.
+        let (inbound, mut queue) = mpsc::channel(64);
+        let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+        let metrics = reader.metrics();
+        reader.run(stdout.as_bytes()).await;
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (3, 7, 1));
+
+        let mut kept = Vec::new();
+        while let Ok(Inbound::Notification(received)) = queue.try_recv() {
+            assert_eq!(received.frame().len(), frame_len);
+            kept.push(received);
+        }
+        assert_eq!(kept.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn dropping_a_message_makes_room_under_the_byte_bound() {
+        use tokio::io::AsyncWriteExt;
+
+        use crate::host::{Inbound, Reader, ReaderConfig};
+
+        let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
+        let overload =
+            Overload { policy: OverloadPolicy::Drop, max_queued_bytes: 2 * (note.len() - 1), ..Overload::default() };
+        let (inbound, mut queue) = mpsc::channel(64);
+        let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+        let metrics = reader.metrics();
+        let (mut server, stdout) = tokio::io::duplex(1 << 16);
+        let reader = tokio::spawn(reader.run(stdout));
+        // Sends one message and waits until the reader has dealt with it.
+        let mut seen = 0;
+        let mut send = async |server: &mut tokio::io::DuplexStream| {
+            server.write_all(note.as_bytes()).await.expect("write");
+            seen += 1;
+            let started = std::time::Instant::now();
+            while metrics.snapshot().delivered + metrics.snapshot().overload_dropped < seen {
+                assert!(started.elapsed() < Duration::from_secs(10), "the reader stalled");
+                tokio::task::yield_now().await;
+            }
+            let m = metrics.snapshot();
+            (m.delivered, m.overload_dropped)
+        };
+        assert_eq!(send(&mut server).await, (1, 0));
+        assert_eq!(send(&mut server).await, (2, 0));
+        assert_eq!(send(&mut server).await, (2, 1), "two frames held: the third is over the bound");
+        let Some(Inbound::Notification(first)) = queue.recv().await else { panic!("a notification") };
+        assert_eq!(send(&mut server).await, (2, 2), "received but still held by the application");
+        drop(first);
+        assert_eq!(send(&mut server).await, (3, 2), "dropped by the application: room again");
+        drop(server);
+        reader.await.expect("reader");
+    }
+}

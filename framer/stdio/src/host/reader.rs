@@ -1,0 +1,443 @@
+//! The reader: the task that owns the server's stdout and never stops
+//! draining it.
+
+use std::io;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::inbound::{Excerpt, Inbound, Received, Skipped};
+use super::metrics::{Metrics, bump};
+use super::outgoing;
+use super::overload::{Dispatch, OVERLOADED, OVERLOADED_MESSAGE, Offer, Overload, OverloadPolicy};
+use super::pending::{Lookup, Pending};
+use super::session::RequestError;
+use super::writer::Writer;
+use mcp_framer::{Config, Event, FrameError, Framer, Stats};
+use mcp_framer_jsonrpc::{self as envelope, EnvelopeError, Id, Kind, Message};
+
+/// Default bound on the excerpt of a skipped line: 120 bytes.
+pub const DEFAULT_EXCERPT: usize = 120;
+
+/// How a [`Reader`] frames, hands over and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReaderConfig {
+    /// The framer's configuration: the transport limit in bytes
+    /// ([`Config::max_frame`], default 16 MiB) and what happens to a frame
+    /// over it ([`Config::oversize`]: skip to its `\n` and go on, or end the
+    /// session).
+    pub framer: Config,
+    /// The wait bound and the policy for a full inbound queue.
+    pub overload: Overload,
+    /// The most bytes of a skipped line quoted in reports. Default:
+    /// [`DEFAULT_EXCERPT`].
+    pub excerpt: usize,
+}
+
+impl Default for ReaderConfig {
+    fn default() -> Self {
+        ReaderConfig { framer: Config::default(), overload: Overload::default(), excerpt: DEFAULT_EXCERPT }
+    }
+}
+
+/// Why a reader stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReaderEnd {
+    /// Stdout reached end of file (the server exited or closed it). A
+    /// partial frame left over was reported as [`Skipped::Truncated`].
+    Eof,
+    /// Reading stdout failed.
+    ReadFailed(io::Error),
+    /// A frame passed the transport limit under
+    /// [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
+    Oversize(FrameError),
+    /// A message did not fit in the inbound queue (see [`Overload`]) under
+    /// [`OverloadPolicy::EndSession`].
+    Overloaded,
+}
+
+/// What a reader did: why it stopped and the framer's byte accounting.
+#[derive(Debug)]
+pub struct ReaderReport {
+    /// Why it stopped.
+    pub end: ReaderEnd,
+    /// The framer's counters at the end (see [`Stats`] for the identity that
+    /// accounts for every byte).
+    pub stats: Stats,
+}
+
+/// The stdout reader: reads straight into the [`Framer`]'s buffer, frames,
+/// classifies each frame with the JSON-RPC [envelope](mcp_framer_jsonrpc) and
+/// routes it. It only ever waits for the pipe (and, only if a host opts in
+/// with [`Overload::max_wait`], for room in the inbound queue, at most that
+/// long in total per overload episode).
+///
+/// * Responses go straight to the request waiting for them (inside a
+///   [`Session`](super::Session)), never through the queue. A standalone
+///   reader queues them as [`Inbound::Response`].
+/// * Server requests and notifications are copied out of the framer (one copy,
+///   after framing) and queued as [`Inbound::Request`] /
+///   [`Inbound::Notification`]; when the queue stays full the
+///   [`OverloadPolicy`] applies.
+/// * Oversize frames, lines that are not JSON-RPC and a partial frame at end
+///   of file are counted, logged with `tracing` (with a bounded excerpt) and
+///   reported as [`Inbound::Skipped`]; reading goes on, except for an oversize
+///   frame under [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
+///
+/// The queue is a tokio bounded `mpsc`: each `recv` returns one permit to it
+/// under a lock. A consumer of many small messages should take them in
+/// batches with `Receiver::recv_many`, which pays that once per batch (the
+/// `pipe` benchmark's consumers do).
+///
+/// A [`Session`](super::Session) runs one on the child's stdout. It can also
+/// run on any [`AsyncRead`], which is how benchmarks measure the host's read
+/// path:
+///
+/// ```
+/// use mcp_framer_stdio::host::{Inbound, Reader, ReaderConfig, ReaderEnd};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let stdout: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\
+///                       INFO oops, a log line\n\
+///                       {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+/// let (inbound, mut queue) = tokio::sync::mpsc::channel(16);
+/// let reader = Reader::new(ReaderConfig::default(), inbound);
+/// let metrics = reader.metrics();
+/// let report = reader.run(stdout).await;
+/// assert!(matches!(report.end, ReaderEnd::Eof));
+/// assert!(matches!(queue.recv().await, Some(Inbound::Notification(n)) if n.method() == Some("notifications/message")));
+/// assert!(matches!(queue.recv().await, Some(Inbound::Skipped(_))));
+/// assert!(matches!(queue.recv().await, Some(Inbound::Response(_))));
+/// let metrics = metrics.snapshot();
+/// assert_eq!((metrics.frames, metrics.parse_errors, metrics.non_json_lines), (3, 1, 1));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Reader {
+    config: ReaderConfig,
+    dispatch: Dispatch<Inbound>,
+    metrics: Arc<Metrics>,
+    pending: Option<Arc<Pending>>,
+    writer: Option<Writer>,
+    warned_overload: bool,
+}
+
+impl Reader {
+    /// A reader that queues what it reads into `inbound`, with fresh metrics.
+    pub fn new(config: ReaderConfig, inbound: mpsc::Sender<Inbound>) -> Reader {
+        Reader::with_metrics(config, inbound, Arc::default())
+    }
+
+    /// A reader that counts into `metrics`.
+    pub fn with_metrics(config: ReaderConfig, inbound: mpsc::Sender<Inbound>, metrics: Arc<Metrics>) -> Reader {
+        let dispatch = Dispatch::new(inbound, config.overload, Arc::clone(&metrics));
+        Reader { config, dispatch, metrics, pending: None, writer: None, warned_overload: false }
+    }
+
+    /// Routes responses to `pending` and sends overload replies through
+    /// `writer`.
+    pub(crate) fn for_session(mut self, pending: Arc<Pending>, writer: Writer) -> Reader {
+        self.pending = Some(pending);
+        self.writer = Some(writer);
+        self
+    }
+
+    /// The metrics this reader counts into.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Runs the reader on its own task.
+    pub fn spawn<R>(self, stdout: R) -> JoinHandle<ReaderReport>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        tokio::spawn(self.run(stdout))
+    }
+
+    /// Reads `stdout` until end of file, a read error, or a fatal condition
+    /// (an oversize frame under `Fail`, an overload under `EndSession`).
+    pub async fn run<R: AsyncRead + Unpin>(mut self, mut stdout: R) -> ReaderReport {
+        let mut framer = Framer::new(self.config.framer);
+        let end = loop {
+            let read = stdout.read(framer.spare()).await;
+            let eof = match read {
+                Ok(0) => true,
+                Ok(n) => {
+                    framer.commit(n);
+                    false
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("reading the server's stdout failed: {e}");
+                    framer.finish();
+                    let end = self.drain(&mut framer).await.err().unwrap_or(ReaderEnd::ReadFailed(e));
+                    break end;
+                }
+            };
+            if eof {
+                framer.finish();
+            }
+            if let Err(end) = self.drain(&mut framer).await {
+                break end;
+            }
+            self.metrics.publish_framer(framer.stats());
+            if eof {
+                break ReaderEnd::Eof;
+            }
+        };
+        self.metrics.publish_framer(framer.stats());
+        ReaderReport { end, stats: *framer.stats() }
+    }
+
+    /// Handles every event the framer has.
+    async fn drain(&mut self, framer: &mut Framer) -> Result<(), ReaderEnd> {
+        loop {
+            let item = match framer.next_event() {
+                Ok(None) => return Ok(()),
+                Ok(Some(Event::Frame(frame))) => self.classify(frame),
+                Ok(Some(Event::OversizeStarted { seen })) => {
+                    let max = self.config.framer.max_frame;
+                    tracing::warn!(
+                        "a frame passed the transport limit ({seen} bytes seen, limit {max}): discarding it"
+                    );
+                    None
+                }
+                Ok(Some(Event::OversizeSkipped { len })) => {
+                    tracing::warn!("discarded an oversize frame of {len} bytes; reading goes on");
+                    self.report(Skipped::Oversize { len });
+                    None
+                }
+                Ok(Some(Event::Truncated { len, oversize })) => {
+                    tracing::warn!("stdout closed in the middle of a frame: {len} bytes truncated");
+                    self.report(Skipped::Truncated { len, oversize });
+                    None
+                }
+                Err(e) => {
+                    tracing::error!("{e}: ending the session");
+                    return Err(ReaderEnd::Oversize(e));
+                }
+            };
+            if let Some(item) = item {
+                self.deliver(item).await?;
+            }
+        }
+    }
+
+    /// Parses one frame and returns what goes to the queue, if anything.
+    fn classify(&mut self, frame: &[u8]) -> Option<Inbound> {
+        match envelope::parse(frame) {
+            Ok(message) => match message.kind() {
+                Kind::Request => Some(Inbound::Request(Received::new(frame, &message))),
+                Kind::Notification => Some(Inbound::Notification(Received::new(frame, &message))),
+                Kind::Response | Kind::ErrorResponse => self.route_response(frame, &message),
+            },
+            Err(error) => {
+                self.skip_invalid(frame, error);
+                None
+            }
+        }
+    }
+
+    /// Hands a response to the request waiting for it; without a pending
+    /// table, returns it for the queue.
+    fn route_response(&mut self, frame: &[u8], message: &Message<'_>) -> Option<Inbound> {
+        let Some(pending) = &self.pending else {
+            return Some(Inbound::Response(Received::new(frame, message)));
+        };
+        let lookup = match message.id() {
+            Some(Id::Number(id)) => pending.take(*id),
+            _ => Lookup::Unknown,
+        };
+        match lookup {
+            Lookup::Waiting(waiter) => {
+                bump(&self.metrics.responses);
+                let received = Received::new(frame, message);
+                let outcome = match message.kind() {
+                    Kind::ErrorResponse => Err(RequestError::from_error_response(received)),
+                    _ => Ok(received),
+                };
+                // The requester may have just given up; its guard counts that.
+                let _ = waiter.reply.send(outcome);
+            }
+            Lookup::Late => {
+                bump(&self.metrics.late_responses);
+                tracing::debug!("late response for request {:?} ignored", message.id());
+            }
+            Lookup::Unknown => {
+                bump(&self.metrics.unexpected_responses);
+                tracing::warn!("response for unknown request id {:?} ignored", message.id());
+            }
+        }
+        None
+    }
+
+    /// Counts and reports a frame the envelope rejected.
+    fn skip_invalid(&mut self, frame: &[u8], error: EnvelopeError) {
+        bump(&self.metrics.parse_errors);
+        let excerpt = Excerpt::new(frame, self.config.excerpt);
+        let len = frame.len();
+        let starts_like_json = matches!(frame.iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'['));
+        if starts_like_json {
+            tracing::warn!("skipped an invalid JSON-RPC frame of {len} bytes ({error}): {excerpt:?}");
+            self.report(Skipped::Invalid { error, len, excerpt });
+        } else {
+            bump(&self.metrics.non_json_lines);
+            tracing::warn!("skipped a non-JSON line of {len} bytes on stdout: {excerpt:?}");
+            self.report(Skipped::NotJson { len, excerpt });
+        }
+    }
+
+    /// Queues a report if there is room right now.
+    fn report(&mut self, skipped: Skipped) {
+        self.dispatch.offer_now(Inbound::Skipped(skipped));
+    }
+
+    /// Queues a message, applying the overload policy if the queue stays
+    /// full.
+    async fn deliver(&mut self, mut item: Inbound) -> Result<(), ReaderEnd> {
+        let queued = match &mut item {
+            Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
+                self.dispatch.reserve(received.frame().len()).map(|queued| received.hold(queued))
+            }
+            Inbound::Skipped(_) => Some(()),
+        };
+        let offer = match queued {
+            Some(()) => self.dispatch.offer(item).await,
+            None => Offer::Refused(item),
+        };
+        let item = match offer {
+            Offer::Delivered => {
+                bump(&self.metrics.delivered);
+                self.warned_overload &= self.dispatch.is_overloaded();
+                return Ok(());
+            }
+            Offer::Refused(item) => item,
+        };
+        let policy = self.config.overload.policy;
+        if !self.warned_overload {
+            self.warned_overload = true;
+            tracing::warn!(
+                "inbound queue full (wait budget per episode {:?}, at most {} bytes held) or closed: \
+                 applying the overload policy {policy:?}",
+                self.config.overload.max_wait,
+                self.config.overload.max_queued_bytes
+            );
+        }
+        match (policy, &item, &self.writer) {
+            (OverloadPolicy::EndSession, ..) => return Err(ReaderEnd::Overloaded),
+            (OverloadPolicy::Reject, Inbound::Request(request), Some(writer)) => {
+                if let Some(id) = request.id() {
+                    let reply = outgoing::error_response(id, OVERLOADED, OVERLOADED_MESSAGE);
+                    if writer.try_write(reply) {
+                        bump(&self.metrics.overload_rejected);
+                        return Ok(());
+                    }
+                }
+            }
+            _ => {}
+        }
+        bump(&self.metrics.overload_dropped);
+        tracing::debug!("dropped by the overload policy: {item:?}");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncReadExt as _;
+
+    use super::*;
+    use mcp_framer::OversizePolicy;
+
+    fn config(policy: OverloadPolicy) -> ReaderConfig {
+        ReaderConfig {
+            framer: Config::with_max_frame(256),
+            overload: Overload { policy, max_wait: Duration::from_millis(1), ..Overload::default() },
+            ..ReaderConfig::default()
+        }
+    }
+
+    const REQUEST: &str = r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}"#;
+
+    #[tokio::test]
+    async fn skips_and_reports_what_is_not_a_message_and_keeps_reading() {
+        let big = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"{}\"}}", "y".repeat(300));
+        let input = format!(
+            "{big}\nnot json at all\n{{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{{}}}}\n{REQUEST}\n{{\"jsonrpc\":\"2.0\""
+        );
+        let (tx, mut rx) = mpsc::channel(16);
+        let reader = Reader::new(config(OverloadPolicy::Drop), tx);
+        let metrics = reader.metrics();
+        let report = reader.run(input.as_bytes()).await;
+        assert!(matches!(report.end, ReaderEnd::Eof));
+        assert_eq!(report.stats.accounted_bytes(), input.len() as u64);
+        let mut items = Vec::new();
+        while let Ok(item) = rx.try_recv() {
+            items.push(item);
+        }
+        assert!(matches!(&items[0], Inbound::Skipped(Skipped::Oversize { len }) if *len == big.len() as u64));
+        assert!(
+            matches!(&items[1], Inbound::Skipped(Skipped::NotJson { len: 15, excerpt }) if excerpt.as_str() == "not json at all")
+        );
+        assert!(matches!(&items[2], Inbound::Skipped(Skipped::Invalid { error, .. }) if error.code() == -32600));
+        assert!(matches!(&items[3], Inbound::Request(r) if r.frame() == REQUEST.as_bytes()));
+        assert!(matches!(&items[4], Inbound::Skipped(Skipped::Truncated { len: 16, oversize: false })));
+        let m = metrics.snapshot();
+        assert_eq!((m.frames, m.oversize_frames, m.parse_errors, m.non_json_lines, m.delivered), (3, 1, 2, 1, 1));
+        assert_eq!((m.truncated_bytes, m.stdout_bytes), (16, input.len() as u64));
+    }
+
+    #[tokio::test]
+    async fn oversize_under_fail_ends_the_reader() {
+        let input = format!("{REQUEST}\n{}\n{REQUEST}\n", "z".repeat(1000));
+        let mut config = config(OverloadPolicy::Drop);
+        config.framer.oversize = OversizePolicy::Fail;
+        let (tx, mut rx) = mpsc::channel(16);
+        let report = Reader::new(config, tx).run(input.as_bytes()).await;
+        assert!(matches!(report.end, ReaderEnd::Oversize(FrameError::Oversize { max_frame: 256, .. })));
+        assert!(matches!(rx.try_recv(), Ok(Inbound::Request(_))));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn overload_policies_drop_reject_or_end() {
+        let input = format!("{REQUEST}\n{REQUEST}\n{{\"jsonrpc\":\"2.0\",\"method\":\"n\"}}\n{REQUEST}\n");
+
+        // Drop: one delivered, three dropped.
+        let (tx, _rx) = mpsc::channel(1);
+        let reader = Reader::new(config(OverloadPolicy::Drop), tx);
+        let metrics = reader.metrics();
+        assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped, m.overload_rejected, m.overload_episodes), (1, 3, 0, 1));
+
+        // Reject: the two extra requests are answered, the notification dropped.
+        let (tx, _rx) = mpsc::channel(1);
+        let (stdin, mut child_stdin) = tokio::io::duplex(4096);
+        let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
+        let reader = Reader::new(config(OverloadPolicy::Reject), tx).for_session(Arc::default(), writer.clone());
+        let metrics = reader.metrics();
+        assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped, m.overload_rejected), (1, 1, 2));
+        writer.close().await;
+        let mut written = String::new();
+        child_stdin.read_to_string(&mut written).await.unwrap();
+        let expected = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"error\":{{\"code\":{OVERLOADED},\"message\":\"{OVERLOADED_MESSAGE}\"}}}}\n"
+        );
+        assert_eq!(written, expected.repeat(2));
+
+        // EndSession: the reader stops at the first refusal.
+        let (tx, _rx) = mpsc::channel(1);
+        let report = Reader::new(config(OverloadPolicy::EndSession), tx).run(input.as_bytes()).await;
+        assert!(matches!(report.end, ReaderEnd::Overloaded));
+    }
+}

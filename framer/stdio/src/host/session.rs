@@ -1,0 +1,684 @@
+//! The client side of one server session: spawn, requests and their
+//! responses, timeouts and cancellation, answers to server requests, and
+//! shutdown.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::process::Command;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::AbortHandle;
+
+use super::inbound::{Excerpt, Inbound, Received};
+use super::metrics::{Metrics, MetricsSnapshot, bump};
+use super::outgoing;
+use super::pending::Pending;
+use super::reader::{Reader, ReaderConfig};
+use super::stderr::{StderrLog, StderrTail, drain_stderr};
+use super::supervisor::{Reason, Signal, Supervisor};
+use super::writer::{WriteError, Writer};
+use mcp_framer::FrameError;
+use mcp_framer_jsonrpc::{Id, OwnedId};
+
+/// The method that is never cancelled (MCP: "the `initialize` request MUST
+/// NOT be cancelled by clients").
+const INITIALIZE: &str = "initialize";
+
+/// How long each step of [`Session::shutdown`] waits for the child to exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShutdownConfig {
+    /// After closing stdin (servers SHOULD exit on end of input). Default 2 s.
+    pub after_stdin: Duration,
+    /// After SIGTERM. Default 2 s.
+    pub after_term: Duration,
+    /// After SIGKILL (only the kernel is left to wait for). Default 2 s.
+    pub after_kill: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        let two = Duration::from_secs(2);
+        ShutdownConfig { after_stdin: two, after_term: two, after_kill: two }
+    }
+}
+
+/// How a [`Session`] runs. Every field has a default; override with struct
+/// update syntax.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_framer_stdio::host::{Overload, OverloadPolicy, ReaderConfig, SessionConfig};
+/// use mcp_framer::{Config, OversizePolicy};
+///
+/// let config = SessionConfig {
+///     reader: ReaderConfig {
+///         framer: Config { max_frame: 8 << 20, oversize: OversizePolicy::Fail, ..Config::default() },
+///         // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
+///         overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(10), ..Overload::default() },
+///         ..ReaderConfig::default()
+///     },
+///     request_timeout: Duration::from_secs(30),
+///     ..SessionConfig::default()
+/// };
+/// assert_eq!(config.inbound_capacity, 4096);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The stdout reader: transport limit, oversize policy, overload policy.
+    pub reader: ReaderConfig,
+    /// Capacity of the inbound queue (server requests and notifications), in
+    /// messages. Default 4096: more than one 64 KiB read can carry (the
+    /// smallest JSON-RPC notification is about 40 bytes), so a read's burst
+    /// fits while the application keeps up. With the default
+    /// [`Overload`](super::Overload) (no wait), the messages of a burst beyond
+    /// this many, arriving faster than the application takes them, get the
+    /// overload policy. Memory is bounded separately, in bytes, by
+    /// [`Overload::max_queued_bytes`](super::Overload::max_queued_bytes).
+    pub inbound_capacity: usize,
+    /// How long a request waits for its response before it fails and a
+    /// `notifications/cancelled` is sent. Default 60 s.
+    pub request_timeout: Duration,
+    /// How long one frame may take to be written to the child's stdin.
+    /// Default 10 s.
+    pub write_timeout: Duration,
+    /// Bytes of stderr kept for diagnostics. Default 64 KiB.
+    pub stderr_tail: usize,
+    /// How stderr lines are forwarded to `tracing`. Default `Debug`.
+    pub stderr_log: StderrLog,
+    /// Once the child exited (or stdout closed), how long to wait for stdout
+    /// and stderr to reach end of file (or for the child to exit) before the
+    /// session is declared over. Default 1 s.
+    pub exit_grace: Duration,
+    /// The shutdown sequence's waits.
+    pub shutdown: ShutdownConfig,
+    /// Spawn the server as the leader of a new process group and signal the
+    /// whole group, so its own children go too. Default `true`.
+    pub process_group: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            reader: ReaderConfig::default(),
+            inbound_capacity: 4096,
+            request_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
+            stderr_tail: 64 * 1024,
+            stderr_log: StderrLog::Debug,
+            exit_grace: Duration::from_secs(1),
+            shutdown: ShutdownConfig::default(),
+            process_group: true,
+        }
+    }
+}
+
+/// Why a session ended.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The server exited on its own.
+    Exited,
+    /// The server closed its stdout but did not exit within the grace period.
+    StdoutClosed,
+    /// A frame passed the transport limit under
+    /// [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail); the server was
+    /// killed. Start a new session.
+    Oversize(FrameError),
+    /// A message did not fit in the inbound queue (see
+    /// [`Overload`](super::Overload)) under
+    /// [`OverloadPolicy::EndSession`](super::OverloadPolicy::EndSession); the
+    /// server was killed.
+    Overloaded,
+    /// Reading the server's stdout failed; the server was killed.
+    ReadFailed(Arc<io::Error>),
+    /// [`Session::shutdown`] was called.
+    Shutdown,
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Exited => f.write_str("the server exited"),
+            CloseReason::StdoutClosed => f.write_str("the server closed its stdout"),
+            CloseReason::Oversize(e) => write!(f, "session ended on purpose: {e}; the server was killed"),
+            CloseReason::Overloaded => {
+                f.write_str("session ended on purpose: the application did not take messages; the server was killed")
+            }
+            CloseReason::ReadFailed(e) => write!(f, "reading the server's stdout failed ({e}); the server was killed"),
+            CloseReason::Shutdown => f.write_str("the session was shut down"),
+        }
+    }
+}
+
+/// How a session ended: the reason, the exit status and the end of stderr.
+/// Every request pending at that moment, and every later one, fails with it.
+#[derive(Debug)]
+pub struct Closed {
+    reason: CloseReason,
+    exit_status: Option<ExitStatus>,
+    stderr_tail: String,
+}
+
+/// The most stderr quoted by `Closed`'s `Display`.
+const QUOTED_STDERR: usize = 1024;
+
+impl Closed {
+    pub(crate) fn new(reason: CloseReason, exit_status: Option<ExitStatus>, stderr_tail: String) -> Closed {
+        Closed { reason, exit_status, stderr_tail }
+    }
+
+    /// Why the session ended.
+    pub fn reason(&self) -> &CloseReason {
+        &self.reason
+    }
+
+    /// The server's exit status, if it had exited.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.exit_status
+    }
+
+    /// The end of the server's stderr (at most
+    /// [`SessionConfig::stderr_tail`] bytes).
+    pub fn stderr_tail(&self) -> &str {
+        &self.stderr_tail
+    }
+}
+
+impl fmt::Display for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.reason)?;
+        match self.exit_status {
+            Some(status) => write!(f, "; server process {status}")?,
+            None => f.write_str("; server process still running")?,
+        }
+        let tail = self.stderr_tail.trim_end();
+        if tail.is_empty() {
+            return f.write_str("; stderr was empty");
+        }
+        let mut start = tail.len().saturating_sub(QUOTED_STDERR);
+        while !tail.is_char_boundary(start) {
+            start += 1;
+        }
+        let cut = if start > 0 { "..." } else { "" };
+        write!(f, "; stderr tail:\n{cut}{}", &tail[start..])
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The server answered with a JSON-RPC error.
+    Rpc {
+        /// The error code.
+        code: i64,
+        /// The error message.
+        message: String,
+        /// The whole error response (its payload is the error object, `data`
+        /// included), boxed to keep the error small.
+        response: Box<Received>,
+    },
+    /// No response within the timeout. `notifications/cancelled` was sent
+    /// (`cancellation_sent`), except for `initialize`, which is never
+    /// cancelled; a late response will be drained, counted and ignored.
+    TimedOut {
+        /// The request's method.
+        method: Box<str>,
+        /// The timeout.
+        after: Duration,
+        /// Whether `notifications/cancelled` was queued.
+        cancellation_sent: bool,
+    },
+    /// [`Session::cancel`] cancelled it.
+    Cancelled {
+        /// The reason given.
+        reason: String,
+    },
+    /// The session ended before the response came (the error names the exit
+    /// status and quotes the stderr tail).
+    Closed(Arc<Closed>),
+    /// The request could not be written to the server's stdin.
+    Write(WriteError),
+    /// The params could not be serialized.
+    Encode(serde_json::Error),
+}
+
+impl RequestError {
+    /// The error for an error response.
+    pub(crate) fn from_error_response(response: Received) -> RequestError {
+        #[derive(Deserialize)]
+        struct ErrorObject<'a> {
+            code: i64,
+            #[serde(borrow)]
+            message: Cow<'a, str>,
+        }
+        let (code, message) = match response.deserialize_payload::<ErrorObject<'_>>() {
+            Ok(error) => (error.code, error.message.into_owned()),
+            Err(e) => {
+                let payload = Excerpt::new(response.payload().unwrap_or("").as_bytes(), 120);
+                (-32603, format!("malformed error object ({e}): {payload}"))
+            }
+        };
+        RequestError::Rpc { code, message, response: Box::new(response) }
+    }
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Rpc { code, message, .. } => write!(f, "the server answered with error {code}: {message}"),
+            RequestError::TimedOut { method, after, cancellation_sent } => {
+                write!(f, "{method} got no response within {after:?}")?;
+                if *cancellation_sent { f.write_str("; cancellation sent") } else { Ok(()) }
+            }
+            RequestError::Cancelled { reason } => write!(f, "cancelled: {reason}"),
+            RequestError::Closed(closed) => write!(f, "{closed}"),
+            RequestError::Write(e) => write!(f, "{e}"),
+            RequestError::Encode(e) => write!(f, "the params could not be serialized: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Write(e) => Some(e),
+            RequestError::Encode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What the session shares with its pending requests.
+#[derive(Debug)]
+struct Shared {
+    pending: Arc<Pending>,
+    writer: Writer,
+    metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    /// Stops waiting for `id` and, unless it is `initialize`, queues
+    /// `notifications/cancelled` without waiting. Returns whether it was
+    /// queued.
+    fn give_up(&self, id: i64, reason: &str) -> bool {
+        let Some(waiter) = self.pending.abandon(id) else {
+            return false;
+        };
+        if &*waiter.method == INITIALIZE {
+            return false;
+        }
+        let queued = self.writer.try_write(outgoing::cancelled(&Id::Number(id), reason));
+        if queued {
+            bump(&self.metrics.cancellations_sent);
+        } else {
+            tracing::warn!("could not queue the cancellation of request {id}: the writer is gone or full");
+        }
+        queued
+    }
+}
+
+/// A request that was written and waits for its response. Get the outcome
+/// with [`response`](PendingRequest::response). Dropping it before the
+/// outcome gives up on the request and sends `notifications/cancelled`
+/// (except for `initialize`).
+#[derive(Debug)]
+#[must_use = "dropping a PendingRequest cancels the request"]
+pub struct PendingRequest {
+    id: i64,
+    method: Box<str>,
+    outcome: oneshot::Receiver<Result<Received, RequestError>>,
+    timeout: Duration,
+    shared: Arc<Shared>,
+    finished: bool,
+}
+
+impl PendingRequest {
+    /// The request's id (for [`Session::cancel`]).
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// Replaces the session's request timeout for this request.
+    pub fn with_timeout(mut self, timeout: Duration) -> PendingRequest {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Waits for the response, at most the timeout. On timeout the request
+    /// is given up and `notifications/cancelled` is sent with the reason
+    /// "timed out after …" (never for `initialize`).
+    pub async fn response(mut self) -> Result<Received, RequestError> {
+        let outcome = tokio::time::timeout(self.timeout, &mut self.outcome).await;
+        self.finished = true;
+        match outcome {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(RequestError::Closed(
+                self.shared
+                    .pending
+                    .closed()
+                    .unwrap_or_else(|| Arc::new(Closed::new(CloseReason::Shutdown, None, String::new()))),
+            )),
+            Err(_) => {
+                let reason = format!("timed out after {:?}", self.timeout);
+                let cancellation_sent = self.shared.give_up(self.id, &reason);
+                // The response may have raced in just before giving up.
+                if let Ok(outcome) = self.outcome.try_recv() {
+                    return outcome;
+                }
+                bump(&self.shared.metrics.timeouts);
+                Err(RequestError::TimedOut { method: self.method.clone(), after: self.timeout, cancellation_sent })
+            }
+        }
+    }
+}
+
+impl Drop for PendingRequest {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.give_up(self.id, "the requester went away");
+        }
+    }
+}
+
+/// How the child was stopped by [`Session::shutdown`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShutdownStage {
+    /// It had exited before shutdown began.
+    AlreadyExited,
+    /// It exited after its stdin was closed.
+    StdinClosed,
+    /// It exited after SIGTERM.
+    Terminated,
+    /// It exited after SIGKILL.
+    Killed,
+    /// It had not been reaped after SIGKILL and the last wait.
+    StillRunning,
+}
+
+/// What [`Session::shutdown`] observed.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// The exit status, if the child was reaped.
+    pub exit_status: Option<ExitStatus>,
+    /// Which step of the sequence it took.
+    pub stage: ShutdownStage,
+    /// The final metrics (also logged at `DEBUG`).
+    pub metrics: MetricsSnapshot,
+    /// The end of stderr.
+    pub stderr_tail: String,
+}
+
+/// One MCP server process and the client side of its stdio session.
+///
+/// [`Session::spawn`] starts the command with piped stdin, stdout and stderr
+/// and four tasks: the [`Reader`] on stdout (it never stops draining), the
+/// stderr drain, the writer on stdin (one whole frame at a time, each within
+/// [`SessionConfig::write_timeout`]), and a supervisor that reaps the child.
+/// Server requests and notifications arrive on the returned queue; responses
+/// go straight to their request.
+///
+/// * Requests get ids 1, 2, 3... and wait at most
+///   [`SessionConfig::request_timeout`]; a timeout sends
+///   `notifications/cancelled` with the `requestId` and a reason (never for
+///   `initialize`), and so does dropping a [`PendingRequest`] or calling
+///   [`Session::cancel`]. Late responses are drained, counted and ignored.
+/// * When the child exits, every pending request fails with
+///   [`RequestError::Closed`], whose message names the exit status and
+///   quotes the stderr tail.
+/// * [`Session::shutdown`] closes stdin, waits, sends SIGTERM, waits, sends
+///   SIGKILL. Dropping the session kills the child.
+///
+/// Needs a tokio runtime with I/O and time enabled (unix only).
+///
+/// ```
+/// use mcp_framer_stdio::host::{Session, SessionConfig, ShutdownStage};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A tiny "server": answers the first request, then reads stdin until EOF.
+/// let mut command = tokio::process::Command::new("sh");
+/// command.args(["-c", r#"read line; echo '{"jsonrpc":"2.0","id":1,"result":{"ok":true}}'; cat >/dev/null"#]);
+/// let (session, _inbound) = Session::spawn(command, SessionConfig::default())?;
+///
+/// let response = session.request("ping", &()).await?;
+/// assert_eq!(response.payload(), Some(r#"{"ok":true}"#));
+///
+/// let report = session.shutdown().await;
+/// assert_eq!(report.stage, ShutdownStage::StdinClosed);
+/// assert!(report.exit_status.is_some_and(|status| status.success()));
+/// assert_eq!(report.metrics.responses, 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Session {
+    shared: Arc<Shared>,
+    config: SessionConfig,
+    next_id: AtomicI64,
+    tail: Arc<StderrTail>,
+    reason: Arc<Reason>,
+    signals: mpsc::Sender<Signal>,
+    exit: watch::Receiver<Option<ExitStatus>>,
+    closed: watch::Receiver<Option<Arc<Closed>>>,
+    pid: Option<u32>,
+    /// The reader, stderr and writer tasks, stopped by `shutdown`.
+    tasks: [AbortHandle; 3],
+}
+
+impl Session {
+    /// Spawns `command` as an MCP server on stdio. Returns the session and
+    /// the queue of server requests, notifications and reports (see
+    /// [`Inbound`]). Consume the queue, or drop it: a dropped queue counts as
+    /// always full, so the overload policy applies to everything.
+    pub fn spawn(mut command: Command, config: SessionConfig) -> io::Result<(Session, mpsc::Receiver<Inbound>)> {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        if config.process_group {
+            command.process_group(0);
+        }
+        let mut child = command.spawn()?;
+        let piped = || io::Error::other("the child's stdio was not piped");
+        let stdin = child.stdin.take().ok_or_else(piped)?;
+        let stdout = child.stdout.take().ok_or_else(piped)?;
+        let stderr = child.stderr.take().ok_or_else(piped)?;
+        let pid = child.id();
+
+        let metrics = Arc::new(Metrics::default());
+        let pending = Arc::new(Pending::default());
+        let tail = Arc::new(StderrTail::new(config.stderr_tail));
+        let (writer, writer_task) = Writer::spawn(stdin, config.write_timeout, Arc::clone(&metrics));
+        let (inbound, queue) = mpsc::channel(config.inbound_capacity.max(1));
+        let reader = Reader::with_metrics(config.reader, inbound, Arc::clone(&metrics))
+            .for_session(Arc::clone(&pending), writer.clone())
+            .spawn(stdout);
+        let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail), Arc::clone(&metrics), config.stderr_log));
+        let (signals, signals_rx) = mpsc::channel(8);
+        let (exit_tx, exit) = watch::channel(None);
+        let (closed_tx, closed) = watch::channel(None);
+        let reason = Arc::new(Reason::default());
+        let tasks = [reader.abort_handle(), stderr.abort_handle(), writer_task.abort_handle()];
+        tokio::spawn(
+            Supervisor {
+                child,
+                process_group: config.process_group,
+                signals: signals_rx,
+                reader,
+                stderr,
+                pending: Arc::clone(&pending),
+                tail: Arc::clone(&tail),
+                metrics: Arc::clone(&metrics),
+                reason: Arc::clone(&reason),
+                exit: exit_tx,
+                closed: closed_tx,
+                grace: config.exit_grace,
+                session_gone: false,
+            }
+            .run(),
+        );
+        let shared = Arc::new(Shared { pending, writer, metrics });
+        let session =
+            Session { shared, config, next_id: AtomicI64::new(1), tail, reason, signals, exit, closed, pid, tasks };
+        Ok((session, queue))
+    }
+
+    /// Sends a request and waits for its response (at most
+    /// [`SessionConfig::request_timeout`]). `params` is anything
+    /// serializable; a value that serializes to `null` (`&()`, `&None`)
+    /// means no params. An error response becomes [`RequestError::Rpc`].
+    pub async fn request<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Received, RequestError> {
+        self.start(method, params).await?.response().await
+    }
+
+    /// Sends a request and returns as soon as it is written, with a handle
+    /// to await, time-bound or cancel it.
+    pub async fn start<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<PendingRequest, RequestError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = outgoing::request(&Id::Number(id), method, params).map_err(RequestError::Encode)?;
+        let outcome = self.shared.pending.insert(id, method).map_err(RequestError::Closed)?;
+        let mut request = PendingRequest {
+            id,
+            method: method.into(),
+            outcome,
+            timeout: self.config.request_timeout,
+            shared: Arc::clone(&self.shared),
+            finished: false,
+        };
+        if let Err(e) = self.shared.writer.write(frame).await {
+            // Never (wholly) sent: nothing to cancel.
+            request.finished = true;
+            self.shared.pending.abandon(id);
+            return Err(RequestError::Write(e));
+        }
+        bump(&self.shared.metrics.requests_sent);
+        Ok(request)
+    }
+
+    /// Sends a notification.
+    pub async fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<(), RequestError> {
+        let frame = outgoing::notification(method, params).map_err(RequestError::Encode)?;
+        self.shared.writer.write(frame).await.map_err(RequestError::Write)
+    }
+
+    /// Answers a server request with a result.
+    pub async fn respond<R: Serialize + ?Sized>(&self, id: &OwnedId, result: &R) -> Result<(), RequestError> {
+        let frame = outgoing::response(id, result).map_err(RequestError::Encode)?;
+        self.shared.writer.write(frame).await.map_err(RequestError::Write)
+    }
+
+    /// Answers a server request with a JSON-RPC error.
+    pub async fn respond_error(&self, id: &OwnedId, code: i64, message: &str) -> Result<(), RequestError> {
+        self.shared.writer.write(outgoing::error_response(id, code, message)).await.map_err(RequestError::Write)
+    }
+
+    /// Cancels request `id`: its [`PendingRequest`] fails with
+    /// [`RequestError::Cancelled`] and `notifications/cancelled` is written
+    /// with `reason`. Returns `false`, and does nothing, if the request is
+    /// not pending or is `initialize` (which MUST NOT be cancelled).
+    pub async fn cancel(&self, id: i64, reason: &str) -> bool {
+        if self.shared.pending.method(id).is_none_or(|method| &*method == INITIALIZE) {
+            return false;
+        }
+        let Some(waiter) = self.shared.pending.abandon(id) else {
+            return false;
+        };
+        let _ = waiter.reply.send(Err(RequestError::Cancelled { reason: reason.to_owned() }));
+        let written = self.shared.writer.write(outgoing::cancelled(&Id::Number(id), reason)).await;
+        if written.is_ok() {
+            bump(&self.shared.metrics.cancellations_sent);
+        }
+        true
+    }
+
+    /// The metrics so far.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.shared.metrics.snapshot()
+    }
+
+    /// The end of the server's stderr so far.
+    pub fn stderr_tail(&self) -> String {
+        self.tail.text()
+    }
+
+    /// The server's process id (also its process group id when
+    /// [`SessionConfig::process_group`] is on).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// How the session ended, if it has.
+    pub fn closed(&self) -> Option<Arc<Closed>> {
+        self.closed.borrow().clone()
+    }
+
+    /// Waits until the session ends (the child exited, or the session was
+    /// ended on purpose) and says how.
+    pub async fn wait_closed(&self) -> Arc<Closed> {
+        let mut closed = self.closed.clone();
+        let ended = closed.wait_for(Option::is_some).await.map(|closed| closed.clone());
+        match ended {
+            Ok(Some(closed)) => closed,
+            _ => Arc::new(Closed::new(CloseReason::Shutdown, None, self.tail.text())),
+        }
+    }
+
+    /// Waits at most `bound` for the child to be reaped.
+    async fn exited_within(&self, bound: Duration) -> bool {
+        let mut exit = self.exit.clone();
+        tokio::time::timeout(bound, exit.wait_for(Option::is_some)).await.is_ok_and(|waited| waited.is_ok())
+    }
+
+    /// Ends the session as the MCP spec says: close the server's stdin, wait,
+    /// SIGTERM, wait, SIGKILL, wait (each wait per [`ShutdownConfig`]).
+    /// Pending requests fail with [`CloseReason::Shutdown`]. The final
+    /// metrics are logged at `DEBUG` and returned.
+    pub async fn shutdown(self) -> ShutdownReport {
+        self.reason.set(CloseReason::Shutdown);
+        let steps = self.config.shutdown;
+        let writer = self.shared.writer.clone();
+        let close_stdin_and_wait = async {
+            writer.close().await;
+            let mut exit = self.exit.clone();
+            exit.wait_for(Option::is_some).await.is_ok()
+        };
+        let stage = if self.exit.borrow().is_some() {
+            ShutdownStage::AlreadyExited
+        } else if tokio::time::timeout(steps.after_stdin, close_stdin_and_wait).await.unwrap_or(false) {
+            ShutdownStage::StdinClosed
+        } else {
+            let _ = self.signals.send(Signal::Term).await;
+            if self.exited_within(steps.after_term).await {
+                ShutdownStage::Terminated
+            } else {
+                let _ = self.signals.send(Signal::Kill).await;
+                if self.exited_within(steps.after_kill).await {
+                    ShutdownStage::Killed
+                } else {
+                    ShutdownStage::StillRunning
+                }
+            }
+        };
+        // Let the supervisor close the pending table with the final status.
+        let _ = tokio::time::timeout(self.config.exit_grace * 2, self.wait_closed()).await;
+        // Whatever still holds stdout or stderr open (a grandchild) is no
+        // longer this session's business.
+        for task in &self.tasks {
+            task.abort();
+        }
+        let report = ShutdownReport {
+            exit_status: *self.exit.borrow(),
+            stage,
+            metrics: self.metrics(),
+            stderr_tail: self.tail.text(),
+        };
+        tracing::debug!(metrics = ?report.metrics, stage = ?report.stage, "MCP server session shut down");
+        report
+    }
+}

@@ -1,0 +1,29 @@
+//! MCP's stdio transport on tokio, built on the [`mcp_framer`] core and the
+//! [`mcp_framer_jsonrpc`] envelope.
+//!
+//! stdio is a bounded byte pipe (64 KiB on Linux), not a message bus: a host
+//! that stops reading a server's stdout makes the server block in `write()`
+//! and stop reading stdin. This crate has both ends of the pipe:
+//!
+//! - [`host`] (feature `host`): spawn a server and drain its stdout for as
+//!   long as it runs, whatever the application does with the messages.
+//! - [`server`] (feature `server`): a stdin loop that only reads, a bounded
+//!   dispatcher, content budgets, and cancellation that reaches every
+//!   producer, child processes included.
+//!
+//! Neither feature implies the other. Both are unix-only: they use process
+//! groups and signals.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(not(unix))]
+compile_error!(
+    "mcp-framer-stdio supports unix targets only: the host and the server use process groups and signals. \
+     The sans-IO core (`mcp-framer`) and the JSON-RPC layer (`mcp-framer-jsonrpc`) build everywhere."
+);
+
+#[cfg(feature = "host")]
+pub mod host;
+#[cfg(feature = "server")]
+pub mod server;

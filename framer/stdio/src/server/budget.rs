@@ -1,0 +1,698 @@
+//! Result budgets: build a tool result from an iterator of items within an
+//! item cap and a byte budget, with an opaque cursor to continue; and bounded
+//! previews of byte bodies.
+//!
+//! The transport limit protects the host's memory; the content budget protects
+//! the model's context and belongs in the handler, near the source of the
+//! expansion. Pass limits to the source first (a `LIMIT`, a page size, a
+//! max-count) and use a [`Budget`] as the contract of the result.
+//!
+//! # Contract
+//!
+//! * The byte budget is measured on the **serialized JSON of the whole tool
+//!   result** (text summary and `structuredContent` included), so escaping,
+//!   quotes, backslashes and multibyte characters all count:
+//!   `serde_json::to_vec(&page.into_result()).len() <= max_bytes`, always.
+//! * Items are pulled one at a time and the iterator is not pulled again once
+//!   the page is full: at most one item beyond the page is pulled (to know
+//!   whether there are more). Nothing is collected and trimmed afterwards.
+//! * The result's text says what was returned, what was left out and how to
+//!   continue; `structuredContent` holds `items`, `nextCursor` (only when more
+//!   may follow), `truncated`, `totalEstimate` only when the total is known
+//!   (from an exact `size_hint` or [`Page::with_total`]; never invented), and
+//!   `skipped` when an item alone was larger than the whole budget.
+//! * An item too large for any page is skipped and reported (at most one per
+//!   page), so resuming always makes progress: walking from the start with
+//!   each `nextCursor` visits every item exactly once, returned or reported.
+//! * The cursor is opaque and stable: the same position in the same query
+//!   always gives the same cursor, and [`Resume::from_cursor`] rejects a
+//!   cursor minted for another query.
+//!
+//! ```
+//! use mcp_framer_stdio::server::{Budget, Resume};
+//!
+//! let budget = Budget::new(50, 2048);
+//! let query = "name contains \"é\"";
+//! let all = (0..1000).map(|i| format!("file-{i}.\"rs\"\\é"));
+//! let mut seen = Vec::new();
+//! let mut cursor: Option<String> = None;
+//! loop {
+//!     let at = Resume::from_cursor(cursor.as_deref(), query)?;
+//!     let page = budget.page_skipping(all.clone(), &at, "files")?;
+//!     seen.extend(page.items().iter().map(|raw| serde_json::from_str::<String>(raw.get()).unwrap()));
+//!     cursor = page.next_cursor();
+//!     let result = page.into_result();
+//!     assert!(serde_json::to_vec(&result)?.len() <= 2048);
+//!     if cursor.is_none() {
+//!         break;
+//!     }
+//! }
+//! assert_eq!(seen, all.collect::<Vec<_>>());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::value::{RawValue, to_raw_value};
+
+use super::tool::ToolResult;
+
+/// An item cap and a byte budget for one tool result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    /// The most items in one page (at least 1).
+    pub max_items: usize,
+    /// The most bytes of the serialized tool result.
+    pub max_bytes: usize,
+}
+
+/// Why a page could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// `max_items` is 0: no page could ever make progress.
+    NoItems,
+    /// The budget cannot hold even an empty result with its summary.
+    TooSmall {
+        /// The least `max_bytes` that can.
+        min_bytes: usize,
+    },
+    /// An item failed to serialize.
+    Serialize(serde_json::Error),
+}
+
+impl fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BudgetError::NoItems => f.write_str("budget allows no items"),
+            BudgetError::TooSmall { min_bytes } => {
+                write!(f, "byte budget too small: an empty result needs {min_bytes} bytes")
+            }
+            BudgetError::Serialize(err) => write!(f, "item failed to serialize: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for BudgetError {}
+
+/// A cursor that cannot be used for this query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CursorError {
+    /// Not a cursor this module made.
+    Malformed,
+    /// A cursor made for another query.
+    OtherQuery,
+}
+
+impl fmt::Display for CursorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CursorError::Malformed => f.write_str("malformed cursor"),
+            CursorError::OtherQuery => f.write_str("cursor belongs to another query"),
+        }
+    }
+}
+
+impl std::error::Error for CursorError {}
+
+const CURSOR_PREFIX: &str = "c1";
+
+/// Where a listing starts: at the beginning, or where a cursor left off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Resume {
+    offset: u64,
+    query_key: u64,
+}
+
+impl Resume {
+    /// The start of `query`'s items. `query` is anything that identifies the
+    /// listing (tool name and arguments, say): cursors are bound to it.
+    pub fn start(query: &str) -> Resume {
+        Resume { offset: 0, query_key: fnv1a(query.as_bytes()) }
+    }
+
+    /// Resumes where `cursor` left off, or starts when there is no cursor.
+    pub fn from_cursor(cursor: Option<&str>, query: &str) -> Result<Resume, CursorError> {
+        let start = Resume::start(query);
+        let Some(cursor) = cursor else { return Ok(start) };
+        let hex = cursor.strip_prefix(CURSOR_PREFIX).filter(|h| h.len() == 32).ok_or(CursorError::Malformed)?;
+        let word = |i: usize| u64::from_str_radix(&hex[i..i + 16], 16).map_err(|_| CursorError::Malformed);
+        let (mixed, key) = (word(0)?, word(16)?);
+        if key != start.query_key {
+            return Err(CursorError::OtherQuery);
+        }
+        Ok(Resume { offset: mixed ^ key.rotate_left(17), query_key: key })
+    }
+
+    /// How many items of the listing come before this position: skip them
+    /// at the source when it can seek (`OFFSET`, a file offset, a page token).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn cursor_at(&self, offset: u64) -> String {
+        let mixed = offset ^ self.query_key.rotate_left(17);
+        format!("{CURSOR_PREFIX}{mixed:016x}{:016x}", self.query_key)
+    }
+}
+
+/// FNV-1a, 64-bit: a stable hash (std's `DefaultHasher` may change between
+/// releases, which would break cursors across upgrades).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// An item left out because it alone was larger than the whole budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Skipped {
+    /// Its position in the listing (0-based).
+    pub index: u64,
+    /// Its serialized size in bytes.
+    pub bytes: u64,
+}
+
+/// One page of items within a [`Budget`]; turn it into a tool result with
+/// [`Page::into_result`].
+#[derive(Debug)]
+pub struct Page {
+    items: Vec<Box<RawValue>>,
+    what: String,
+    at: Resume,
+    /// The offset after the last item pulled into this page (returned or
+    /// skipped).
+    end: u64,
+    /// Where the next page starts, if more may follow.
+    next: Option<u64>,
+    total: Option<u64>,
+    skipped: Option<Skipped>,
+    items_bytes: usize,
+}
+
+impl Budget {
+    /// A budget of `max_items` items and `max_bytes` bytes.
+    pub const fn new(max_items: usize, max_bytes: usize) -> Budget {
+        Budget { max_items, max_bytes }
+    }
+
+    /// Builds a page from `items`, which must yield the listing's items
+    /// starting at `at.offset()`; `what` names them for the model (`"matching
+    /// files"`). Stops pulling as soon as the page is full. `totalEstimate` is
+    /// taken from `items.size_hint()` only when that is exact.
+    pub fn page<I>(&self, items: I, at: &Resume, what: &str) -> Result<Page, BudgetError>
+    where
+        I: IntoIterator,
+        I::Item: Serialize,
+    {
+        if self.max_items == 0 {
+            return Err(BudgetError::NoItems);
+        }
+        let reserve = reserve_bytes(what);
+        if reserve > self.max_bytes {
+            return Err(BudgetError::TooSmall { min_bytes: reserve });
+        }
+        let room = self.max_bytes - reserve;
+        let iter = items.into_iter();
+        let total = match iter.size_hint() {
+            (lower, Some(upper)) if lower == upper => Some(at.offset + lower as u64),
+            _ => None,
+        };
+        let mut page = Page {
+            items: Vec::new(),
+            what: what.to_owned(),
+            at: *at,
+            end: at.offset,
+            next: None,
+            total,
+            skipped: None,
+            items_bytes: 0,
+        };
+        for item in iter {
+            if page.items.len() == self.max_items {
+                page.next = Some(page.end);
+                break;
+            }
+            let raw = to_raw_value(&item).map_err(BudgetError::Serialize)?;
+            let len = raw.get().len();
+            let needed = len + usize::from(!page.items.is_empty());
+            if page.items_bytes + needed <= room {
+                page.items_bytes += needed;
+                page.items.push(raw);
+            } else if len > room && page.skipped.is_none() {
+                page.skipped = Some(Skipped { index: page.end, bytes: len as u64 });
+            } else {
+                page.next = Some(page.end);
+                break;
+            }
+            page.end += 1;
+        }
+        Ok(page)
+    }
+
+    /// As [`page`](Budget::page), for a source that cannot seek: `items`
+    /// yields the listing from its start and the first `at.offset()` items
+    /// are pulled and discarded.
+    pub fn page_skipping<I>(&self, items: I, at: &Resume, what: &str) -> Result<Page, BudgetError>
+    where
+        I: IntoIterator,
+        I::Item: Serialize,
+    {
+        let skip = usize::try_from(at.offset).unwrap_or(usize::MAX);
+        self.page(items.into_iter().skip(skip), at, what)
+    }
+}
+
+impl Page {
+    /// The items returned, serialized.
+    pub fn items(&self) -> &[Box<RawValue>] {
+        &self.items
+    }
+
+    /// The cursor to continue from, when more items may follow.
+    pub fn next_cursor(&self) -> Option<String> {
+        self.next.map(|offset| self.at.cursor_at(offset))
+    }
+
+    /// Whether items were left out (more may follow, or one was skipped).
+    pub fn is_truncated(&self) -> bool {
+        self.next.is_some() || self.skipped.is_some()
+    }
+
+    /// The item skipped because it alone exceeded the budget, if any.
+    pub fn skipped(&self) -> Option<Skipped> {
+        self.skipped
+    }
+
+    /// The total number of items in the listing, if known.
+    pub fn total(&self) -> Option<u64> {
+        self.total
+    }
+
+    /// Sets the known total (say, from a `COUNT`). Never pass a guess.
+    pub fn with_total(mut self, total: u64) -> Page {
+        self.total = Some(total);
+        self
+    }
+
+    /// The tool result: a text summary for the model and `structuredContent`
+    /// with `items`, `nextCursor`, `truncated`, `totalEstimate` and `skipped`.
+    pub fn into_result(self) -> ToolResult {
+        let cursor = self.next_cursor();
+        let summary = Summary {
+            what: &self.what,
+            returned: self.items.len() as u64,
+            bytes: self.items_bytes as u64 + 2,
+            first: self.at.offset + 1,
+            last: self.end,
+            total: self.total,
+            skipped: self.skipped.map(|s| (s.index + 1, s.bytes)),
+            remaining: self.total.map(|total| total.saturating_sub(self.end)),
+            cursor: cursor.as_deref(),
+        };
+        let structured = Structured {
+            items: &self.items,
+            next_cursor: cursor.as_deref(),
+            truncated: self.is_truncated(),
+            total_estimate: self.total,
+            skipped: self.skipped,
+        };
+        result(&summary.to_string(), &structured)
+    }
+}
+
+#[derive(Serialize)]
+struct Structured<'a> {
+    items: &'a [Box<RawValue>],
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<&'a str>,
+    truncated: bool,
+    #[serde(rename = "totalEstimate", skip_serializing_if = "Option::is_none")]
+    total_estimate: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<Skipped>,
+}
+
+fn result(text: &str, structured: &Structured<'_>) -> ToolResult {
+    let structured = to_raw_value(structured).expect("plain data always serializes");
+    ToolResult::text(text).with_structured_raw(structured)
+}
+
+/// The text for the model. Positions are 1-based.
+struct Summary<'a> {
+    what: &'a str,
+    returned: u64,
+    bytes: u64,
+    first: u64,
+    last: u64,
+    total: Option<u64>,
+    /// Position and size of the skipped item.
+    skipped: Option<(u64, u64)>,
+    /// Items after this page, when the total is known.
+    remaining: Option<u64>,
+    cursor: Option<&'a str>,
+}
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Returned {} {} ({} bytes of JSON)", self.returned, self.what, self.bytes)?;
+        if self.last >= self.first {
+            write!(f, ", covering #{}-#{}", self.first, self.last)?;
+        }
+        if let Some(total) = self.total {
+            write!(f, " of {total}")?;
+        }
+        f.write_str(".")?;
+        if let Some((position, bytes)) = self.skipped {
+            write!(f, " Left out #{position}: alone it is {bytes} bytes, over the whole budget.")?;
+        }
+        let Some(cursor) = self.cursor else { return f.write_str(" That is all.") };
+        match self.remaining {
+            Some(remaining) => write!(f, " {remaining} more remain")?,
+            None => f.write_str(" More may remain (the total is not known)")?,
+        }
+        write!(f, "; continue with cursor \"{cursor}\", or narrow the query.")
+    }
+}
+
+/// The most bytes a result with no items can take for this `what`: every
+/// optional part present and every number at its widest.
+fn reserve_bytes(what: &str) -> usize {
+    let widest = u64::MAX;
+    let cursor = Resume::start("").cursor_at(widest);
+    let summary = Summary {
+        what,
+        returned: widest,
+        bytes: widest,
+        first: widest,
+        last: widest,
+        total: Some(widest),
+        skipped: Some((widest, widest)),
+        remaining: Some(widest),
+        cursor: Some(&cursor),
+    };
+    let structured = Structured {
+        items: &[],
+        next_cursor: Some(&cursor),
+        truncated: true,
+        total_estimate: Some(widest),
+        skipped: Some(Skipped { index: widest, bytes: widest }),
+    };
+    serde_json::to_vec(&result(&summary.to_string(), &structured)).map_or(usize::MAX, |v| v.len())
+}
+
+/// The length of a byte body, as far as it is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BodyLen {
+    /// The body's exact length (a file size, a `Content-Length`, or the
+    /// length of a body read to its end).
+    Known(u64),
+    /// Only a prefix was read and the total is not known.
+    Unknown,
+}
+
+/// A bounded, honest preview of a byte body such as a file or an HTTP
+/// response: text is shown up to a byte limit (cut at a character boundary)
+/// with a marker saying what was left out; binary data is never inlined (no
+/// base64 of arbitrary downloads in `content`), only described.
+///
+/// ```
+/// use mcp_framer_stdio::server::{BodyLen, BytesPreview};
+///
+/// let body = "é".repeat(100); // 200 bytes
+/// let preview = BytesPreview::new(body.as_bytes(), BodyLen::Known(200), 51);
+/// assert_eq!(preview.text.as_deref(), Some("é".repeat(25).as_str())); // 50 bytes, not half a char
+/// assert_eq!(preview.to_text().lines().last(), Some("[preview: first 50 of 200 bytes; 150 bytes not shown]"));
+///
+/// let png = BytesPreview::new(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", BodyLen::Unknown, 4096);
+/// assert!(png.binary && png.text.is_none());
+/// assert!(png.to_text().starts_with("[binary data: at least 16 bytes, starting 89 50 4e 47"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BytesPreview {
+    /// The text shown, if the body is text.
+    pub text: Option<String>,
+    /// Bytes of the body shown (0 for binary data).
+    pub shown_bytes: usize,
+    /// Bytes of the body available to the preview.
+    pub read_bytes: usize,
+    /// The body's total length, if known.
+    pub total_bytes: Option<u64>,
+    /// Whether the body looked binary (invalid UTF-8 or NUL bytes).
+    pub binary: bool,
+    /// The first bytes, kept to describe binary data (at most 16).
+    pub signature: Vec<u8>,
+}
+
+impl BytesPreview {
+    /// Previews `body` (the whole body, or the prefix that was read) in at
+    /// most `max_bytes` bytes of text.
+    pub fn new(body: &[u8], len: BodyLen, max_bytes: usize) -> BytesPreview {
+        let total_bytes = match len {
+            BodyLen::Known(total) => Some(total),
+            BodyLen::Unknown => None,
+        };
+        let cut = &body[..body.len().min(max_bytes)];
+        let text = match std::str::from_utf8(cut) {
+            Ok(text) => Some(text),
+            // Cut inside the last character: show the characters before it.
+            Err(err) if err.error_len().is_none() && cut.len() < body.len() => {
+                std::str::from_utf8(&cut[..err.valid_up_to()]).ok()
+            }
+            Err(_) => None,
+        }
+        .filter(|text| !text.contains('\0'));
+        BytesPreview {
+            shown_bytes: text.map_or(0, str::len),
+            binary: text.is_none(),
+            text: text.map(str::to_owned),
+            read_bytes: body.len(),
+            total_bytes,
+            signature: body[..body.len().min(16)].to_vec(),
+        }
+    }
+
+    /// Whether the whole body is shown.
+    pub fn is_whole(&self) -> bool {
+        !self.binary && self.total_bytes == Some(self.shown_bytes as u64)
+    }
+
+    /// The marker that says what is not shown, or `None` if all is shown.
+    pub fn marker(&self) -> Option<String> {
+        if self.is_whole() {
+            return None;
+        }
+        let size = match self.total_bytes {
+            Some(total) => format!("{total} bytes"),
+            None => format!("at least {} bytes", self.read_bytes),
+        };
+        if self.binary {
+            let signature: Vec<String> = self.signature.iter().map(|b| format!("{b:02x}")).collect();
+            return Some(format!(
+                "[binary data: {size}, starting {}; not shown (binary content is never inlined): \
+                 read it with a bounded byte range or save it as an artifact]",
+                signature.join(" ")
+            ));
+        }
+        let left = match self.total_bytes {
+            Some(total) => format!("{} bytes", total.saturating_sub(self.shown_bytes as u64)),
+            None => "the rest".to_owned(),
+        };
+        Some(format!("[preview: first {} of {size}; {left} not shown]", self.shown_bytes))
+    }
+
+    /// The text shown followed by the marker on its own line.
+    pub fn to_text(&self) -> String {
+        let mut out = self.text.clone().unwrap_or_default();
+        if let Some(marker) = self.marker() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&marker);
+        }
+        out
+    }
+
+    /// A tool result: [`to_text`](BytesPreview::to_text) as text content,
+    /// and `structuredContent` with `shownBytes`, `totalBytes` (when known),
+    /// `truncated` and `binary`.
+    pub fn into_result(self) -> ToolResult {
+        #[derive(Serialize)]
+        struct Meta {
+            #[serde(rename = "shownBytes")]
+            shown_bytes: usize,
+            #[serde(rename = "totalBytes", skip_serializing_if = "Option::is_none")]
+            total_bytes: Option<u64>,
+            truncated: bool,
+            binary: bool,
+        }
+        let meta = Meta {
+            shown_bytes: self.shown_bytes,
+            total_bytes: self.total_bytes,
+            truncated: !self.is_whole(),
+            binary: self.binary,
+        };
+        let raw = to_raw_value(&meta).expect("plain data always serializes");
+        ToolResult::text(self.to_text()).with_structured_raw(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// Items full of what escaping inflates: quotes, backslashes, control
+    /// characters, 2/3/4-byte characters; sizes vary with `i`.
+    fn hostile_items(count: usize) -> Vec<Value> {
+        let pieces = ["\"", "\\", "\u{1}", "\n", "é", "€", "𝄞", "🙂", "a", "\\\"", "\u{7f}", "</script>"];
+        (0..count)
+            .map(|i| {
+                let text: String = (0..(i * 7919) % 97).map(|k| pieces[(i + k * 31) % pieces.len()]).collect();
+                json!({ "index": i, "path": format!("dir \"{i}\"\\file-é.rs"), "text": text })
+            })
+            .collect()
+    }
+
+    fn walk(items: &[Value], budget: Budget, query: &str) -> (Vec<Value>, Vec<u64>, usize) {
+        let (mut seen, mut skipped, mut pages) = (Vec::new(), Vec::new(), 0);
+        let mut cursor: Option<String> = None;
+        loop {
+            let at = Resume::from_cursor(cursor.as_deref(), query).unwrap();
+            let page = budget.page_skipping(items.iter(), &at, "matches").unwrap();
+            assert!(page.items().len() <= budget.max_items);
+            assert_eq!(page.total(), Some(items.len() as u64), "exact size_hint gives the total");
+            seen.extend(page.items().iter().map(|raw| serde_json::from_str::<Value>(raw.get()).unwrap()));
+            skipped.extend(page.skipped().map(|s| s.index));
+            cursor = page.next_cursor();
+            let truncated = page.is_truncated();
+            let result = page.into_result();
+            let bytes = serde_json::to_vec(&result).unwrap();
+            assert!(bytes.len() <= budget.max_bytes, "{} > {}", bytes.len(), budget.max_bytes);
+            let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+            let structured = &parsed["structuredContent"];
+            assert_eq!(structured["truncated"], json!(truncated));
+            assert_eq!(structured.get("nextCursor").and_then(Value::as_str), cursor.as_deref());
+            pages += 1;
+            assert!(pages <= items.len() + 1, "no progress");
+            if cursor.is_none() {
+                return (seen, skipped, pages);
+            }
+        }
+    }
+
+    #[test]
+    fn walking_the_cursors_visits_every_item_once_within_budget() {
+        let items = hostile_items(400);
+        for (max_items, max_bytes) in [(1, 1500), (7, 2000), (50, 4096), (1000, 16 * 1024), (1000, 1 << 20)] {
+            let budget = Budget::new(max_items, max_bytes);
+            let (seen, skipped, pages) = walk(&items, budget, "q");
+            assert!(skipped.is_empty(), "every item fits in {max_bytes} bytes");
+            assert_eq!(seen, items, "budget {budget:?}: every item exactly once, in order");
+            assert!(pages >= items.len().div_ceil(max_items));
+        }
+    }
+
+    #[test]
+    fn items_larger_than_the_budget_are_skipped_and_reported() {
+        let mut items = hostile_items(30);
+        items[0] = json!({"big": "\"".repeat(3000)}); // 6000+ bytes escaped
+        items[11] = json!({"big": "é".repeat(4000)});
+        items[12] = json!({"big": "\\".repeat(5000)});
+        let budget = Budget::new(10, 2500);
+        let (seen, skipped, _) = walk(&items, budget, "q");
+        assert_eq!(skipped, vec![0, 11, 12]);
+        let expected: Vec<Value> =
+            items.iter().enumerate().filter(|(i, _)| ![0, 11, 12].contains(i)).map(|(_, v)| v.clone()).collect();
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn the_budget_is_measured_on_escaped_json() {
+        // 100 quotes are 100 bytes of text but 200 bytes of JSON.
+        let item = "\"".repeat(100);
+        let at = Resume::start("q");
+        let reserve = reserve_bytes("items");
+        let budget = Budget::new(100, reserve + 3 * 202 + 2);
+        let page = budget.page(std::iter::repeat_n(&item, 10), &at, "items").unwrap();
+        assert_eq!(page.items().len(), 3);
+        assert_eq!(page.next_cursor(), Some(at.cursor_at(3)));
+        assert!(serde_json::to_vec(&page.into_result()).unwrap().len() <= budget.max_bytes);
+    }
+
+    #[test]
+    fn stops_pulling_once_the_page_is_full() {
+        let mut pulled = 0;
+        let source = std::iter::from_fn(|| {
+            pulled += 1;
+            Some(pulled)
+        });
+        let page = Budget::new(5, 1 << 20).page(source, &Resume::start("q"), "numbers").unwrap();
+        assert_eq!(page.items().len(), 5);
+        assert_eq!(pulled, 6, "one item past the page, to know that more follow");
+        assert_eq!(page.total(), None, "an endless source has no total");
+        let text = serde_json::to_value(page.into_result()).unwrap();
+        assert_eq!(text["structuredContent"].get("totalEstimate"), None, "no invented total");
+        let summary = text["content"][0]["text"].as_str().unwrap();
+        assert!(summary.starts_with("Returned 5 numbers ("), "{summary}");
+        assert!(summary.contains("More may remain (the total is not known); continue with cursor \"c1"), "{summary}");
+    }
+
+    #[test]
+    fn last_page_says_that_is_all() {
+        let page = Budget::new(10, 4096).page([1, 2, 3], &Resume::start("q"), "numbers").unwrap();
+        assert!(!page.is_truncated() && page.next_cursor().is_none());
+        let value = serde_json::to_value(page.into_result()).unwrap();
+        assert_eq!(value["structuredContent"], json!({"items": [1, 2, 3], "truncated": false, "totalEstimate": 3}));
+        assert_eq!(
+            value["content"][0]["text"],
+            "Returned 3 numbers (7 bytes of JSON), covering #1-#3 of 3. That is all."
+        );
+    }
+
+    #[test]
+    fn cursors_are_stable_and_bound_to_their_query() {
+        let at = Resume::start("query A");
+        let cursor = at.cursor_at(42);
+        assert_eq!(cursor, Resume::start("query A").cursor_at(42), "stable");
+        assert_eq!(Resume::from_cursor(Some(&cursor), "query A").unwrap().offset(), 42);
+        assert_eq!(Resume::from_cursor(Some(&cursor), "query B"), Err(CursorError::OtherQuery));
+        for bad in ["", "c1", "x1abc", &cursor[..cursor.len() - 1], &format!("{cursor}0"), &cursor.replace('c', "z")] {
+            assert_eq!(Resume::from_cursor(Some(bad), "query A"), Err(CursorError::Malformed), "{bad:?}");
+        }
+        assert_eq!(Resume::from_cursor(None, "query A").unwrap().offset(), 0);
+    }
+
+    #[test]
+    fn degenerate_budgets_are_errors() {
+        let at = Resume::start("q");
+        assert!(matches!(Budget::new(0, 4096).page([1], &at, "x"), Err(BudgetError::NoItems)));
+        let Err(BudgetError::TooSmall { min_bytes }) = Budget::new(5, 10).page([1], &at, "x") else { panic!() };
+        assert!(Budget::new(5, min_bytes).page([1], &at, "x").is_ok());
+    }
+
+    #[test]
+    fn byte_previews_are_bounded_and_honest() {
+        let text = BytesPreview::new(b"hello world", BodyLen::Known(11), 100);
+        assert!(text.is_whole() && text.marker().is_none());
+        assert_eq!(text.to_text(), "hello world");
+
+        let cut = BytesPreview::new("aé€𝄞".as_bytes(), BodyLen::Unknown, 5);
+        assert_eq!(cut.text.as_deref(), Some("aé"), "cut before the 3-byte char");
+        assert_eq!(cut.marker().unwrap(), "[preview: first 3 of at least 10 bytes; the rest not shown]");
+
+        let binary = BytesPreview::new(&[0xff, 0xfe, 0, 1], BodyLen::Known(1 << 30), 100);
+        assert!(binary.binary && binary.shown_bytes == 0);
+        let result = serde_json::to_value(binary.into_result()).unwrap();
+        let shown = result["content"][0]["text"].as_str().unwrap();
+        assert!(shown.starts_with("[binary data: 1073741824 bytes, starting ff fe 00 01; not shown"), "{shown}");
+        assert_eq!(
+            result["structuredContent"],
+            json!({"shownBytes": 0, "totalBytes": 1073741824u64, "truncated": true, "binary": true})
+        );
+
+        let nul = BytesPreview::new(b"text\0more", BodyLen::Known(9), 100);
+        assert!(nul.binary, "NUL bytes are not text");
+    }
+}

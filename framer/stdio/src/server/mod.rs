@@ -1,0 +1,278 @@
+//! The server side (feature `server`): a stdin serve loop that never wedges,
+//! cancellation that reaches every producer, bounded subprocess capture, and
+//! result budgets with cursors.
+//!
+//! A server built on this module keeps reading stdin while its handlers run
+//! and while stdout is blocked, so a `notifications/cancelled` is always
+//! seen; it writes stdout from a single task, whole frames only; and it stops
+//! the work a cancelled request started — tasks, remote operations, and the
+//! child process groups with their pipes.
+//!
+//! # Pieces
+//!
+//! * [`Server`]: tools and their handlers; [`Server::serve`] /
+//!   [`Server::serve_stdio`] run the loop (the [`serve`] module docs
+//!   state its contract) and return a [`ServeReport`].
+//! * The request table: states [`State::Queued`], [`State::Running`],
+//!   [`State::Writing`] and done, and what a cancellation does in each.
+//! * [`Call`]: what a handler gets — arguments, the request's [`Scope`]
+//!   ([`CancelToken`], [`Scope::spawn_child`], [`Scope::abortable`],
+//!   [`Scope::spawn_task`]) and notifications.
+//! * [`capture()`]: bounded subprocess capture.
+//! * [`Budget`] and [`BytesPreview`]: results within a budget, with cursors.
+//!
+//! Logs are `tracing` events; this module never prints. stdout carries
+//! protocol frames only.
+//!
+//! # Example: a minimal server with one cancellable tool
+//!
+//! ```no_run
+//! use mcp_framer_stdio::server::{Call, CaptureOptions, RpcError, Server, Tool, ToolResult};
+//! use serde_json::{Value, json};
+//!
+//! /// Runs `grep` below the current directory. If the host cancels the call,
+//! /// the `grep` process group is killed and no response is sent.
+//! async fn search(call: Call) -> Result<ToolResult, RpcError> {
+//!     let args: Value = call.args()?;
+//!     let pattern = args["pattern"].as_str().ok_or_else(|| RpcError::invalid_params("pattern is required"))?;
+//!     let mut grep = tokio::process::Command::new("grep");
+//!     // First move: pass the limit to the command itself.
+//!     grep.args(["-rn", "--max-count=20", "--", pattern, "."]);
+//!     // Safety net: bounded previews of stdout and stderr, drained to EOF.
+//!     let run = call.capture(&mut grep, CaptureOptions::default()).await.map_err(RpcError::internal)?;
+//!     Ok(ToolResult::text(format!("{}\n{}", run.stdout.to_text(), run.summary())))
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let schema = json!({"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]});
+//!     let server = Server::new("grep-server", "0.1.0").tool(Tool::new("search", "Search files", schema), search);
+//!     let report = server.serve_stdio().await?;
+//!     eprintln!("served {} requests", report.requests);
+//!     // A blocked stdout write may still hold a runtime thread: exit explicitly.
+//!     std::process::exit(0)
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_json::value::{RawValue, to_raw_value};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use mcp_framer::{Config, DEFAULT_MAX_FRAME};
+
+pub mod budget;
+pub mod cancel;
+pub mod capture;
+mod dispatch;
+mod report;
+pub mod serve;
+pub mod table;
+mod tool;
+mod writer;
+
+pub use budget::{BodyLen, Budget, BudgetError, BytesPreview, CursorError, Page, Resume, Skipped};
+pub use cancel::{CancelToken, Cancelled, Scope, ScopedChild};
+pub use capture::{Capture, CaptureOptions, Ending, KILL_DRAIN_GRACE, Preview, StreamCapture, capture};
+pub use report::{CancelCounts, ServeReport};
+pub use table::{CancelOutcome, State};
+pub use tool::{Call, RpcError, Tool, ToolResult};
+
+use tool::Handler;
+
+/// The MCP protocol versions this server accepts, newest first. `initialize`
+/// answers with the client's version if it is one of these, else the newest.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Limits of a serve loop. Build with struct update syntax from the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The stdin framer's configuration: the transport limit and line rules,
+    /// the same as the host's. Default: [`Config::default`] (16 MiB, skip
+    /// oversize messages).
+    pub framer: Config,
+    /// Tool calls running at once. Default: 16.
+    pub max_concurrent: usize,
+    /// Tool calls waiting for a slot; beyond this, calls are refused with
+    /// -32000. Default: 256.
+    pub max_queued: usize,
+    /// The largest frame written, in bytes of JSON (without `\n`): a larger
+    /// result is replaced by a -32603 error saying so. Default:
+    /// [`DEFAULT_MAX_FRAME`].
+    pub max_response: usize,
+    /// Bytes of frames queued for stdout before handlers wait (and replies
+    /// from the stdin loop are dropped). Default: [`DEFAULT_MAX_FRAME`].
+    pub writer_queue_bytes: usize,
+    /// At stdin EOF: how long in-flight requests may still run, and then how
+    /// long the writer may take to flush. Default: 5 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            framer: Config::default(),
+            max_concurrent: 16,
+            max_queued: 256,
+            max_response: DEFAULT_MAX_FRAME,
+            writer_queue_bytes: DEFAULT_MAX_FRAME,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// An MCP server: its identity, its tools, and its limits.
+pub struct Server {
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    config: ServerConfig,
+    tools: Vec<(Tool, Arc<str>, Handler)>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Server {
+    /// A server named `name` at `version`, with no tools and the default
+    /// [`ServerConfig`].
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Server {
+        Server {
+            name: name.into(),
+            version: version.into(),
+            instructions: None,
+            config: ServerConfig::default(),
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+        }
+    }
+
+    /// Sets the limits.
+    pub fn with_config(mut self, config: ServerConfig) -> Server {
+        self.config = config;
+        self
+    }
+
+    /// Sets the `instructions` sent in the `initialize` result.
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Server {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Adds a tool. `handler` is called once per `tools/call` with the
+    /// request's [`Call`]; a tool with the same name replaces the earlier one.
+    pub fn tool<F, Fut>(mut self, tool: Tool, handler: F) -> Server
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolResult, RpcError>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |call| Box::pin(handler(call)));
+        let name: Arc<str> = Arc::from(tool.name.as_str());
+        match self.by_name.get(&tool.name) {
+            Some(&i) => self.tools[i] = (tool, name, handler),
+            None => {
+                self.by_name.insert(tool.name.clone(), self.tools.len());
+                self.tools.push((tool, name, handler));
+            }
+        }
+        self
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Serves requests read from `input`, writing frames to `output`, until
+    /// `input` ends (or `output` fails); see the [`serve`] module for the
+    /// contract. Returns the loop's counters.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_framer_stdio::server::{Call, RpcError, Server, Tool, ToolResult};
+    /// use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    ///
+    /// async fn slow(call: Call) -> Result<ToolResult, RpcError> {
+    ///     call.abortable(tokio::time::sleep(Duration::from_secs(30))).await?;
+    ///     Ok(ToolResult::text("done"))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let server = Server::new("demo", "1").tool(Tool::new("slow", "Sleeps", serde_json::json!({})), slow);
+    /// let (mut host_in, server_out) = tokio::io::duplex(1 << 16);
+    /// let (server_in, mut host_out) = tokio::io::duplex(1 << 16);
+    /// let serving = tokio::spawn(async move { server.serve(server_in, server_out).await });
+    ///
+    /// host_out.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}
+    /// {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}
+    /// {"jsonrpc":"2.0","id":2,"method":"ping"}
+    /// "#).await.unwrap();
+    /// let mut lines = BufReader::new(&mut host_in).lines();
+    /// assert_eq!(lines.next_line().await.unwrap().unwrap(), r#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
+    /// drop(host_out); // EOF
+    /// assert_eq!(lines.next_line().await.unwrap(), None, "nothing for the cancelled call");
+    /// let report = serving.await.unwrap();
+    /// assert_eq!((report.requests, report.cancels.running + report.cancels.queued), (2, 1));
+    /// # });
+    /// ```
+    pub async fn serve<R, W>(self, input: R, output: W) -> ServeReport
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        serve::serve(&self, input, output).await
+    }
+
+    /// Serves the process's stdin and stdout. First it takes them for the
+    /// protocol: fds 0 and 1 are duplicated for the loop, then fd 0 is
+    /// pointed at `/dev/null` and fd 1 at stderr, so nothing else in the
+    /// process (a stray `println!`, a child inheriting stdio) can touch the
+    /// protocol stream.
+    ///
+    /// Reads and writes run on tokio's blocking pool. When this returns
+    /// after a write that never completed (a host that stopped draining),
+    /// that write still holds a thread: end the process with
+    /// `std::process::exit` rather than waiting for the runtime to drop.
+    pub async fn serve_stdio(self) -> io::Result<ServeReport> {
+        let (input, output) = serve::take_stdio()?;
+        let input = tokio::fs::File::from_std(input);
+        let output = tokio::fs::File::from_std(output);
+        Ok(self.serve(input, output).await)
+    }
+
+    fn handler(&self, name: &str) -> Option<(Arc<str>, Handler)> {
+        self.by_name.get(name).map(|&i| (Arc::clone(&self.tools[i].1), Arc::clone(&self.tools[i].2)))
+    }
+
+    fn tools_list(&self) -> Box<RawValue> {
+        let tools: Vec<&Tool> = self.tools.iter().map(|(tool, _, _)| tool).collect();
+        to_raw_value(&serde_json::json!({ "tools": tools })).expect("tool descriptions serialize")
+    }
+
+    fn initialize_result(&self, asked: Option<&str>) -> Value {
+        let mut result = serde_json::json!({
+            "protocolVersion": serve::negotiate(asked),
+            "capabilities": { "tools": { "listChanged": false } },
+            "serverInfo": { "name": self.name, "version": self.version },
+        });
+        if let Some(instructions) = &self.instructions {
+            result["instructions"] = Value::from(instructions.as_str());
+        }
+        result
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<&str> = self.tools.iter().map(|(tool, _, _)| tool.name.as_str()).collect();
+        f.debug_struct("Server")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("tools", &tools)
+            .field("config", &self.config)
+            .finish()
+    }
+}

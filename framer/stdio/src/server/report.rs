@@ -1,0 +1,125 @@
+//! What a serve loop did: counters shared by its tasks, and the final report.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use mcp_framer::Stats;
+
+/// What happened to `notifications/cancelled` messages, by the state the
+/// request was in when the cancellation arrived.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CancelCounts {
+    /// Queued: the request never started and got no response.
+    pub queued: u64,
+    /// Running: its producers were stopped and it got no response.
+    pub running: u64,
+    /// Writing: its response was already committed and was completed.
+    pub writing: u64,
+    /// Done or unknown id, or `initialize` (cannot be cancelled): ignored.
+    pub ignored: u64,
+    /// Malformed (no usable `requestId`): ignored.
+    pub malformed: u64,
+}
+
+/// The counters of one serve loop, returned by
+/// [`Server::serve`](super::Server::serve).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServeReport {
+    /// The stdin framer's byte accounting.
+    pub framer: Stats,
+    /// Requests received (valid envelopes with an id).
+    pub requests: u64,
+    /// Notifications received.
+    pub notifications: u64,
+    /// Frames that were not JSON-RPC messages (answered -32700 / -32600).
+    pub malformed: u64,
+    /// Frames over the transport limit (answered -32600 with a `null` id).
+    pub oversize: u64,
+    /// Responses from the host (this server sends no requests): ignored.
+    pub unexpected_responses: u64,
+    /// Requests for methods this server does not have (answered -32601).
+    pub unknown_methods: u64,
+    /// Requests whose id was already in flight (answered -32600).
+    pub duplicate_ids: u64,
+    /// Requests refused because too many were queued (answered -32000).
+    pub overloaded: u64,
+    /// Cancellations, by state.
+    pub cancels: CancelCounts,
+    /// Handlers that panicked (answered -32603).
+    pub handler_panics: u64,
+    /// Results over the response limit (answered -32603 instead).
+    pub oversize_results: u64,
+    /// Frames written to stdout, each whole.
+    pub frames_out: u64,
+    /// Bytes written to stdout, `\n` included.
+    pub bytes_out: u64,
+    /// Replies the stdin loop could not queue because stdout was not being
+    /// drained and the writer's queue was full.
+    pub replies_dropped: u64,
+    /// Requests still in flight at the shutdown deadline, then cancelled.
+    pub cancelled_at_shutdown: u64,
+    /// The error that ended the loop early (stdin read or stdout write), if any.
+    pub error: Option<String>,
+    /// Frames still queued for stdout when the flush deadline passed.
+    pub unflushed_frames: u64,
+}
+
+/// Counters updated by the serve loop's tasks.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) requests: AtomicU64,
+    pub(crate) notifications: AtomicU64,
+    pub(crate) malformed: AtomicU64,
+    pub(crate) oversize: AtomicU64,
+    pub(crate) unexpected_responses: AtomicU64,
+    pub(crate) unknown_methods: AtomicU64,
+    pub(crate) duplicate_ids: AtomicU64,
+    pub(crate) overloaded: AtomicU64,
+    pub(crate) cancel_queued: AtomicU64,
+    pub(crate) cancel_running: AtomicU64,
+    pub(crate) cancel_writing: AtomicU64,
+    pub(crate) cancel_ignored: AtomicU64,
+    pub(crate) cancel_malformed: AtomicU64,
+    pub(crate) handler_panics: AtomicU64,
+    pub(crate) oversize_results: AtomicU64,
+    pub(crate) frames_out: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+    pub(crate) replies_dropped: AtomicU64,
+    pub(crate) cancelled_at_shutdown: AtomicU64,
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn report(&self, framer: Stats) -> ServeReport {
+        let get = |c: &AtomicU64| c.load(Relaxed);
+        ServeReport {
+            framer,
+            requests: get(&self.requests),
+            notifications: get(&self.notifications),
+            malformed: get(&self.malformed),
+            oversize: get(&self.oversize),
+            unexpected_responses: get(&self.unexpected_responses),
+            unknown_methods: get(&self.unknown_methods),
+            duplicate_ids: get(&self.duplicate_ids),
+            overloaded: get(&self.overloaded),
+            cancels: CancelCounts {
+                queued: get(&self.cancel_queued),
+                running: get(&self.cancel_running),
+                writing: get(&self.cancel_writing),
+                ignored: get(&self.cancel_ignored),
+                malformed: get(&self.cancel_malformed),
+            },
+            handler_panics: get(&self.handler_panics),
+            oversize_results: get(&self.oversize_results),
+            frames_out: get(&self.frames_out),
+            bytes_out: get(&self.bytes_out),
+            replies_dropped: get(&self.replies_dropped),
+            cancelled_at_shutdown: get(&self.cancelled_at_shutdown),
+            error: None,
+            unflushed_frames: 0,
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! What a tool handler sees and returns: the [`Call`] context, the
+//! [`ToolResult`], the [`RpcError`], and the [`Tool`] description.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::{RawValue, to_raw_value};
+use tokio::process::Command;
+
+use super::cancel::{CancelToken, Cancelled, Scope, ScopedChild};
+use super::capture::{Capture, CaptureOptions, capture};
+use super::writer::Outbox;
+use mcp_framer_jsonrpc::OwnedId;
+
+/// A tool's result: the `result` of a `tools/call` response.
+///
+/// Serializes as `{"content":[…],"structuredContent":…,"isError":true}`,
+/// the last two only when set.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ToolResult {
+    /// Content blocks (`{"type":"text","text":…}` and the other MCP kinds).
+    pub content: Vec<Value>,
+    /// Machine-readable result, serialized once.
+    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Box<RawValue>>,
+    /// Whether the tool failed (a tool error the model should see, as
+    /// opposed to a protocol error, which is an [`RpcError`]).
+    #[serde(rename = "isError", skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A result with one text block.
+    pub fn text(text: impl Into<String>) -> ToolResult {
+        ToolResult { content: vec![text_block(text.into())], ..ToolResult::default() }
+    }
+
+    /// A tool error with one text block (`isError: true`).
+    pub fn error(text: impl Into<String>) -> ToolResult {
+        ToolResult { is_error: true, ..ToolResult::text(text) }
+    }
+
+    /// Sets `structuredContent`.
+    pub fn with_structured(self, value: Value) -> ToolResult {
+        let raw = to_raw_value(&value).expect("a Value always serializes");
+        self.with_structured_raw(raw)
+    }
+
+    /// Sets `structuredContent` from JSON already serialized.
+    pub fn with_structured_raw(mut self, raw: Box<RawValue>) -> ToolResult {
+        self.structured_content = Some(raw);
+        self
+    }
+}
+
+fn text_block(text: String) -> Value {
+    let mut block = serde_json::Map::new();
+    block.insert("type".into(), Value::from("text"));
+    block.insert("text".into(), Value::from(text));
+    Value::Object(block)
+}
+
+/// A JSON-RPC error, sent as the `error` of a response.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RpcError {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Optional details.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// `-32601`: no such method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// `-32602`: invalid params (unknown tool, bad arguments, bad cursor).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// `-32603`: internal error (a handler panicked, a result was too large).
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// `-32000`: the server is overloaded (too many requests queued).
+    pub const OVERLOADED: i64 = -32000;
+
+    /// An error with `code` and `message`.
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError { code, message: message.into(), data: None }
+    }
+
+    /// `-32602` with `message`.
+    pub fn invalid_params(message: impl fmt::Display) -> RpcError {
+        RpcError::new(RpcError::INVALID_PARAMS, message.to_string())
+    }
+
+    /// `-32603` with `message`.
+    pub fn internal(message: impl fmt::Display) -> RpcError {
+        RpcError::new(RpcError::INTERNAL_ERROR, message.to_string())
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+impl From<Cancelled> for RpcError {
+    fn from(_: Cancelled) -> RpcError {
+        // Never sent: a cancelled request gets no response.
+        RpcError::new(RpcError::INTERNAL_ERROR, "cancelled")
+    }
+}
+
+/// The boxed future a handler returns.
+pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<ToolResult, RpcError>> + Send>>;
+/// A type-erased tool handler.
+pub(crate) type Handler = Arc<dyn Fn(Call) -> HandlerFuture + Send + Sync>;
+
+/// A tool as `tools/list` describes it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tool {
+    /// The name `tools/call` selects it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    #[serde(rename = "inputSchema")]
+    pub input_schema: Value,
+}
+
+impl Tool {
+    /// A tool taking an object of arguments described by `input_schema`.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Tool {
+        Tool { name: name.into(), description: description.into(), input_schema }
+    }
+}
+
+/// One `tools/call` request, as its handler sees it: the arguments, the
+/// request's cancellation [`Scope`], and a way to send notifications.
+///
+/// Everything the handler starts through [`scope`](Call::scope) (or the
+/// shortcuts here) is owned by the request: when a `notifications/cancelled`
+/// arrives while it runs, the token is cancelled, child process groups are
+/// killed, tasks are aborted, and the handler's own future is dropped at its
+/// next `.await`. When the handler returns, whatever it started through the
+/// scope and left running is stopped too. A handler doing blocking work
+/// should check [`token`](Call::token) between steps.
+pub struct Call {
+    pub(crate) id: OwnedId,
+    pub(crate) tool: Arc<str>,
+    pub(crate) arguments: Option<Box<RawValue>>,
+    pub(crate) progress_token: Option<Box<RawValue>>,
+    pub(crate) scope: Scope,
+    pub(crate) outbox: Outbox,
+}
+
+impl Call {
+    /// The request id.
+    pub fn id(&self) -> &OwnedId {
+        &self.id
+    }
+
+    /// The tool's name.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The `arguments` as sent (`None` when absent).
+    pub fn arguments(&self) -> Option<&RawValue> {
+        self.arguments.as_deref()
+    }
+
+    /// The arguments deserialized into `T` (absent arguments read as `{}`);
+    /// a mismatch is an invalid-params error.
+    pub fn args<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
+        let raw = self.arguments.as_deref().map_or("{}", RawValue::get);
+        serde_json::from_str(raw).map_err(|err| RpcError::invalid_params(format!("bad arguments: {err}")))
+    }
+
+    /// The request's cancellation scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The request's cancellation token.
+    pub fn token(&self) -> &CancelToken {
+        self.scope.token()
+    }
+
+    /// [`Scope::spawn_child`] on the request's scope.
+    pub fn spawn_child(&self, command: &mut Command) -> io::Result<ScopedChild> {
+        self.scope.spawn_child(command)
+    }
+
+    /// [`capture`] under the request's scope.
+    pub async fn capture(&self, command: &mut Command, options: CaptureOptions) -> io::Result<Capture> {
+        capture(command, options, &self.scope).await
+    }
+
+    /// [`Scope::abortable`] on the request's scope.
+    pub async fn abortable<F: Future>(&self, fut: F) -> Result<F::Output, Cancelled> {
+        self.scope.abortable(fut).await
+    }
+
+    /// Sends a notification (`method`, `params`) to the host. Waits while the
+    /// writer's queue is full; returns `false` if it could not be sent (the
+    /// params do not serialize, the frame is over the limit, or stdout is
+    /// closed).
+    pub async fn notify(&self, method: &str, params: impl Serialize) -> bool {
+        self.outbox.notify(method, &params).await
+    }
+
+    /// Sends `notifications/progress` if the request asked for progress
+    /// (`params._meta.progressToken`); returns whether one was sent.
+    pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> bool {
+        let Some(token) = self.progress_token.as_deref() else { return false };
+        #[derive(Serialize)]
+        struct Progress<'a> {
+            #[serde(rename = "progressToken")]
+            progress_token: &'a RawValue,
+            progress: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            total: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            message: Option<&'a str>,
+        }
+        let params = Progress { progress_token: token, progress, total, message };
+        self.outbox.notify("notifications/progress", &params).await
+    }
+}
+
+impl fmt::Debug for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call").field("id", &self.id).field("tool", &self.tool).field("scope", &self.scope).finish()
+    }
+}

@@ -1,0 +1,250 @@
+//! The single writer that owns stdout, and the [`Outbox`] every other task
+//! hands it frames through.
+//!
+//! # Contract
+//!
+//! * Only the writer task writes to the protocol output, and it writes
+//!   **whole frames only**: one serialized JSON object followed by one `\n`.
+//!   A frame is serialized completely before it is queued, so a handler that
+//!   is cancelled or panics can never leave half a frame: it either queued a
+//!   whole frame or nothing.
+//! * A frame is never queued if its JSON contains a `\n` (possible only with
+//!   hand-made raw JSON) or is over the response limit.
+//! * The queue is bounded in bytes. Handlers wait for room; the stdin loop
+//!   never waits (it must keep reading cancellations), so its replies are
+//!   dropped and counted when the queue is full.
+//! * When stdout fails (the host went away) the writer stops, wakes every
+//!   waiter, and frames queued later are dropped.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::Serialize;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+use super::report::{Counters, bump};
+use super::tool::RpcError;
+use mcp_framer_jsonrpc::OwnedId;
+
+const JSONRPC: &str = "2.0";
+
+#[derive(Serialize)]
+struct ResponseOut<'a, R> {
+    jsonrpc: &'static str,
+    id: &'a OwnedId,
+    result: &'a R,
+}
+
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a OwnedId>,
+    error: &'a RpcError,
+}
+
+#[derive(Serialize)]
+struct NotificationOut<'a, P> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a P,
+}
+
+/// Why a message could not become a frame.
+#[derive(Debug)]
+pub(crate) enum EncodeError {
+    Serialize(serde_json::Error),
+    /// The JSON contains a raw `\n` (from hand-made raw JSON).
+    Newline,
+    /// The frame is over the response limit.
+    TooLarge {
+        len: usize,
+        max: usize,
+    },
+}
+
+impl std::fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EncodeError::Serialize(err) => write!(f, "serialization failed: {err}"),
+            EncodeError::Newline => f.write_str("serialized JSON contains a newline"),
+            EncodeError::TooLarge { len, max } => {
+                write!(f, "message of {len} bytes exceeds the transport limit of {max} bytes")
+            }
+        }
+    }
+}
+
+/// Serializes `message` into one frame: the JSON, then `\n`.
+fn encode(message: &impl Serialize, max_frame: usize) -> Result<Vec<u8>, EncodeError> {
+    let mut bytes = serde_json::to_vec(message).map_err(EncodeError::Serialize)?;
+    if memchr::memchr(b'\n', &bytes).is_some() {
+        return Err(EncodeError::Newline);
+    }
+    if bytes.len() > max_frame {
+        return Err(EncodeError::TooLarge { len: bytes.len(), max: max_frame });
+    }
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// A frame for a successful response.
+pub(crate) fn encode_response(id: &OwnedId, result: &impl Serialize, max: usize) -> Result<Vec<u8>, EncodeError> {
+    encode(&ResponseOut { jsonrpc: JSONRPC, id, result }, max)
+}
+
+/// A frame for an error response (`id: null` when `id` is `None`).
+pub(crate) fn encode_error(id: Option<&OwnedId>, error: &RpcError) -> Vec<u8> {
+    let mut bytes =
+        serde_json::to_vec(&ErrorOut { jsonrpc: JSONRPC, id, error }).expect("plain data always serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// What the writer is sent.
+pub(crate) enum Msg {
+    Frame(Outgoing),
+    /// Flush and stop.
+    Close,
+}
+
+/// A whole frame on its way to stdout. Dropping it (written or not) releases
+/// its room in the queue and runs its `done` hook.
+pub(crate) struct Outgoing {
+    bytes: Vec<u8>,
+    _room: Option<OwnedSemaphorePermit>,
+    done: Option<Box<dyn FnOnce() + Send>>,
+    pending: Arc<AtomicU64>,
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        self.pending.fetch_sub(1, Relaxed);
+        if let Some(done) = self.done.take() {
+            done();
+        }
+    }
+}
+
+/// Room reserved in the writer's queue for one frame.
+pub(crate) struct Room(OwnedSemaphorePermit);
+
+/// The handle every task queues frames through. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Outbox {
+    tx: mpsc::UnboundedSender<Msg>,
+    room: Arc<Semaphore>,
+    room_bytes: usize,
+    max_frame: usize,
+    pending: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+}
+
+/// The writer's end of an [`Outbox`].
+pub(crate) struct Inbox {
+    rx: mpsc::UnboundedReceiver<Msg>,
+    room: Arc<Semaphore>,
+}
+
+impl Outbox {
+    /// An outbox whose queue holds at most `room_bytes` bytes of frames, each
+    /// at most `max_frame` bytes of JSON.
+    pub(crate) fn new(room_bytes: usize, max_frame: usize, counters: Arc<Counters>) -> (Outbox, Inbox) {
+        let room_bytes = room_bytes.clamp(1, u32::MAX as usize);
+        let room = Arc::new(Semaphore::new(room_bytes));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(AtomicU64::new(0));
+        let outbox = Outbox { tx, room: Arc::clone(&room), room_bytes, max_frame, pending, counters };
+        (outbox, Inbox { rx, room })
+    }
+
+    pub(crate) fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    /// Frames queued and not yet written.
+    pub(crate) fn pending(&self) -> u64 {
+        self.pending.load(Relaxed)
+    }
+
+    fn permits(&self, len: usize) -> u32 {
+        len.clamp(1, self.room_bytes) as u32
+    }
+
+    /// Waits for room for a frame of `len` bytes; `None` once stdout is gone.
+    /// Cancel-safe.
+    pub(crate) async fn reserve(&self, len: usize) -> Option<Room> {
+        Arc::clone(&self.room).acquire_many_owned(self.permits(len)).await.ok().map(Room)
+    }
+
+    /// Queues a frame in reserved room. `done` runs once the frame is written
+    /// (or dropped because stdout is gone).
+    pub(crate) fn push(&self, bytes: Vec<u8>, room: Option<Room>, done: Option<Box<dyn FnOnce() + Send>>) {
+        self.pending.fetch_add(1, Relaxed);
+        let frame = Outgoing { bytes, _room: room.map(|r| r.0), done, pending: Arc::clone(&self.pending) };
+        // A send error means the writer is gone; the frame is dropped.
+        let _ = self.tx.send(Msg::Frame(frame));
+    }
+
+    /// Queues a reply from the stdin loop without waiting: dropped and counted
+    /// when the queue is full.
+    pub(crate) fn try_send(&self, bytes: Vec<u8>) {
+        match Arc::clone(&self.room).try_acquire_many_owned(self.permits(bytes.len())) {
+            Ok(room) => self.push(bytes, Some(Room(room)), None),
+            Err(_) => {
+                bump(&self.counters.replies_dropped);
+                tracing::warn!(bytes = bytes.len(), "stdout queue full (host not draining?): reply dropped");
+            }
+        }
+    }
+
+    /// Serializes and queues a notification, waiting for room.
+    pub(crate) async fn notify(&self, method: &str, params: &impl Serialize) -> bool {
+        let bytes = match encode(&NotificationOut { jsonrpc: JSONRPC, method, params }, self.max_frame) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                tracing::warn!(method, %err, "notification not sent");
+                return false;
+            }
+        };
+        let Some(room) = self.reserve(bytes.len()).await else { return false };
+        self.push(bytes, Some(room), None);
+        true
+    }
+
+    /// Tells the writer to flush what is queued and stop.
+    pub(crate) fn close(&self) {
+        let _ = self.tx.send(Msg::Close);
+    }
+}
+
+/// The writer task: writes each queued frame whole, flushes whenever the
+/// queue runs empty, stops on [`Msg::Close`] or on the first write error.
+pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
+    mut inbox: Inbox,
+    mut out: W,
+    counters: Arc<Counters>,
+) -> io::Result<()> {
+    let result = async {
+        while let Some(msg) = inbox.rx.recv().await {
+            let Msg::Frame(frame) = msg else { break };
+            out.write_all(&frame.bytes).await?;
+            counters.frames_out.fetch_add(1, Relaxed);
+            counters.bytes_out.fetch_add(frame.bytes.len() as u64, Relaxed);
+            drop(frame);
+            if inbox.rx.is_empty() {
+                out.flush().await?;
+            }
+        }
+        out.flush().await
+    }
+    .await;
+    if let Err(err) = &result {
+        tracing::error!(%err, "stdout write failed; no more frames can be sent");
+    }
+    // Wake tasks waiting for room and refuse later frames.
+    inbox.room.close();
+    inbox.rx.close();
+    result
+}
