@@ -227,7 +227,8 @@ fn text_1m() -> Messages {
     Messages { frames: vec![large_text_result(MIB)], ids: vec![7], kind: Kind::Response, method: None }
 }
 
-// The serde_json envelope: routing fields borrowed, payload left a `&RawValue`.
+// The envelope (its own scanner): routing fields borrowed, payload left a
+// `RawJson` slice of the frame.
 #[library_benchmark]
 #[bench::call_200b(requests_200b())]
 #[bench::list_64k(results_64k())]
@@ -240,8 +241,9 @@ fn parse(messages: Messages) -> usize {
     messages.frames.len()
 }
 
-// The simd-json envelope, in place on a `&mut` copy of each frame (the copy is
-// counted; it is small next to the parse).
+// The simd-json envelope (`check::parse_in_place`, the unstable oracle), in
+// place on a `&mut` copy of each frame (the copy is counted; it is small next
+// to the parse).
 #[library_benchmark]
 #[bench::call_200b(requests_200b())]
 #[bench::list_64k(results_64k())]

@@ -13,8 +13,9 @@
 //!   message built as a tree, classified, and dropped (freeing the tree is
 //!   part of materialising it).
 //! * `envelope`: [`mcp_framer_jsonrpc::parse`]: the routing fields
-//!   borrowed, the payload kept as `&RawValue`.
-//! * `simd_in_place`: [`mcp_framer_jsonrpc::check::parse_in_place`]: simd-json on
+//!   borrowed, the payload kept as a `RawJson` slice (its own scanner).
+//! * `simd_in_place`: [`mcp_framer_jsonrpc::check::parse_in_place`] (the unstable
+//!   `check` feature, where simd-json lives as the differential oracle): simd-json on
 //!   the `&mut` frame.
 //!
 //! simd-json rewrites the frame, so each iteration needs a fresh copy of it.

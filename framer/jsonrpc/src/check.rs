@@ -1,6 +1,8 @@
-//! Differential check of the two envelope parsers (features `check` +
-//! `simd`): [`parse`] (serde_json, raw payload) and [`parse_in_place`]
-//! (simd-json, in place) must classify every frame alike.
+//! Differential check of the two envelope parsers (feature `check`,
+//! unstable): [`parse`] (the envelope's own validating scanner, payload left
+//! raw) and [`parse_in_place`] (simd-json, in place, the oracle) must
+//! classify every frame alike. simd-json is reachable only through this
+//! module; no stable item of the crate mentions it.
 //!
 //! # What is compared
 //!
@@ -11,8 +13,9 @@
 //!
 //! # Documented differences
 //!
-//! serde_json's raw payload only checks the grammar of numbers and string
-//! escapes; simd-json converts every number and decodes every escape. Two
+//! The envelope's scanner only checks the grammar of numbers and string
+//! escapes in the raw payload (as serde_json does); simd-json converts every
+//! number and decodes every escape. Two
 //! classes of frame are therefore refused by [`parse_in_place`] as
 //! [`Malformed`](EnvelopeErrorKind::Malformed) where [`parse`] returns a
 //! message or a -32600 error:
@@ -27,8 +30,8 @@
 //!
 //! For those frames the check accepts exactly that pair of outcomes, and
 //! still panics on any other disagreement. Payloads are compared as decoded
-//! by simd-json on both sides (the serde_json path's raw text, the simd
-//! path's tape re-encoded), so `-0` and long fractions compare by value.
+//! by simd-json on both sides ([`parse`]'s raw text, the simd path's tape
+//! re-encoded), so `-0` and long fractions compare by value.
 
 use std::borrow::Cow;
 
@@ -61,8 +64,8 @@ pub enum View {
     },
 }
 
-/// The serde_json path's view of `frame`.
-pub fn serde_view(frame: &[u8]) -> View {
+/// [`parse`]'s view of `frame`.
+pub fn envelope_view(frame: &[u8]) -> View {
     match parse(frame) {
         Ok(m) => View::Message {
             kind: m.kind(),
@@ -143,23 +146,23 @@ fn canonical(value: &simd_json::OwnedValue, depth: usize, out: &mut String) {
 /// agree on `frame` (see the module documentation for the two documented
 /// differences it tolerates).
 pub fn check_envelope_agrees(frame: &[u8]) {
-    let serde = serde_view(frame);
+    let envelope = envelope_view(frame);
     let simd = simd_view(frame);
-    if serde == simd || documented_difference(frame, &serde, &simd) {
+    if envelope == simd || documented_difference(frame, &envelope, &simd) {
         return;
     }
     panic!(
-        "envelope parsers disagree\n  frame ({} bytes): {:?}\n  serde_json: {serde:?}\n  simd-json:  {simd:?}",
+        "envelope parsers disagree\n  frame ({} bytes): {:?}\n  envelope:  {envelope:?}\n  simd-json: {simd:?}",
         frame.len(),
         excerpt(frame)
     );
 }
 
-fn documented_difference(frame: &[u8], serde: &View, simd: &View) -> bool {
+fn documented_difference(frame: &[u8], envelope: &View, simd: &View) -> bool {
     let simd_refused = matches!(simd, View::Error { kind: EnvelopeErrorKind::Malformed, .. });
-    let serde_parsed =
-        !matches!(serde, View::Error { kind: EnvelopeErrorKind::Malformed | EnvelopeErrorKind::InvalidUtf8, .. });
-    simd_refused && serde_parsed && (has_unrepresentable_number(frame) || has_lone_surrogate_escape(frame))
+    let envelope_parsed =
+        !matches!(envelope, View::Error { kind: EnvelopeErrorKind::Malformed | EnvelopeErrorKind::InvalidUtf8, .. });
+    simd_refused && envelope_parsed && (has_unrepresentable_number(frame) || has_lone_surrogate_escape(frame))
 }
 
 /// Whether `frame` has, outside strings, a number literal simd-json refuses:

@@ -4,11 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use super::OwnedId;
-
-/// JSON-RPC's code for a frame that is not valid JSON (or not UTF-8).
-pub const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC's code for valid JSON that is not a valid request object.
-pub const INVALID_REQUEST: i64 = -32600;
+use crate::codes::{INVALID_REQUEST, PARSE_ERROR};
 
 /// The class of an [`EnvelopeError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

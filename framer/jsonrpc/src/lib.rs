@@ -1,22 +1,39 @@
-//! The JSON-RPC 2.0 envelope: classify a frame as a
-//! request, notification, response or error response **without
-//! materialising its payload**.
+//! The JSON-RPC 2.0 layer of mcp-framer: what lies between a frame (one
+//! line of an MCP stdio stream, as the `mcp-framer` crate cuts it) and an
+//! application.
+//!
+//! - **Decode**: [`parse`] classifies a frame as a request, notification,
+//!   response or error response **without materialising its payload**.
+//! - **Encode**: [`Encoder`] writes each kind of message as one frame: one
+//!   JSON object, one `\n`, within a byte limit.
+//! - **Errors**: the error codes and their standard messages
+//!   ([`ERROR_CODES`]), and the one [`ErrorObject`] type both sides send and
+//!   read.
+//! - **Ids**: [`Id`] / [`OwnedId`], a string or an `i64`.
+//!
+//! The host and the server of `mcp-framer-stdio` both use this crate for
+//! every message they read and write. It does no I/O, and has no unsafe code.
+//!
+//! # Decoding
 //!
 //! [`parse`] reads only the fields that route a message — `jsonrpc`, `id`,
-//! `method` — and which of `result`/`error` is present. `params`, `result`
-//! and `error` stay [`&RawValue`](RawValue) slices of the frame: they are
-//! checked to be well-formed JSON, never built into a tree, never copied.
-//! Their content (object or array `params`, the error object's fields) is
-//! the caller's business.
+//! `method` — and which of `result`/`error` is present, with its own
+//! validating scanner. `params`, `result` and `error` stay [`RawJson`]
+//! slices of the frame: they are checked to be well-formed JSON, never built
+//! into a tree, never copied. Their content (object or array `params`, the
+//! error object's fields) is the caller's business:
+//! [`RawJson::deserialize`] builds whatever type it wants.
 //!
-//! # Contract
+//! ## Contract
 //!
 //! - The whole frame must be UTF-8 (checked first, over every byte:
 //!   [`EnvelopeErrorKind::InvalidUtf8`]) and exactly one JSON value
-//!   ([`Malformed`](EnvelopeErrorKind::Malformed)). Both are JSON-RPC -32700.
+//!   ([`Malformed`](EnvelopeErrorKind::Malformed)). Both are JSON-RPC
+//!   [-32700](PARSE_ERROR).
 //! - The value must be an object ([`NotAnObject`](EnvelopeErrorKind::NotAnObject):
 //!   batches are not supported, MCP removed them), with `"jsonrpc": "2.0"`
-//!   ([`BadVersion`](EnvelopeErrorKind::BadVersion)). Both are -32600.
+//!   ([`BadVersion`](EnvelopeErrorKind::BadVersion)). Both are
+//!   [-32600](INVALID_REQUEST).
 //! - Then ([`InvalidShape`](EnvelopeErrorKind::InvalidShape), -32600 — the
 //!   first rule that fails wins, in this order):
 //!   1. none of `jsonrpc`, `id`, `method`, `params`, `result`, `error` may
@@ -38,8 +55,6 @@
 //!   `"result": null` is a valid response, `"params": null` is handed over as
 //!   written.
 //!
-//! # Example
-//!
 //! ```
 //! use mcp_framer_jsonrpc::{parse, Id, Kind, Message};
 //!
@@ -50,12 +65,55 @@
 //! assert_eq!(message.method(), Some("tools/call"));
 //! let Message::Request { params: Some(params), .. } = message else { unreachable!() };
 //! assert_eq!(params.get(), r#"{"name":"echo"}"#); // a slice of `frame`, not a copy
+//! let params: serde_json::Value = params.deserialize()?;
+//! assert_eq!(params["name"], "echo");
 //!
 //! let response = parse(br#"{"jsonrpc":"2.0","id":"a","result":null}"#)?;
 //! assert_eq!((response.kind(), response.id()), (Kind::Response, Some(&Id::from("a"))));
-//! # Ok::<(), mcp_framer_jsonrpc::EnvelopeError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A refused frame says what to answer ([`EnvelopeError::code`],
+//! [`EnvelopeError::id`]); a server turns it into an error response:
+//!
+//! ```
+//! use mcp_framer_jsonrpc::{parse, Encoder, ErrorObject};
+//!
+//! let error = parse(br#"{"jsonrpc":"2.0","id":3,"method":7}"#).unwrap_err();
+//! let reply = Encoder::new(1 << 20).error_response(error.id(), &ErrorObject::from(&error))?;
+//! assert!(reply.starts_with(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"#));
+//! # Ok::<(), mcp_framer_jsonrpc::EncodeError>(())
+//! ```
+//!
+//! # Encoding
+//!
+//! [`Encoder`] serializes a message once, straight into its frame, and
+//! applies one newline rule (a raw `\n` or `\r`, which in valid JSON can only
+//! be whitespace, becomes a space) and one size check (a frame over the
+//! peer's transport limit is an [`EncodeError::TooLarge`]). See its
+//! documentation for why.
+//!
+//! ```
+//! use mcp_framer_jsonrpc::{parse, Encoder, ErrorObject, Id, Kind, INVALID_PARAMS};
+//!
+//! let encoder = Encoder::new(16 << 20);
+//! let frame = encoder.response(&Id::from("r1"), &serde_json::json!({"content": []}))?;
+//! assert_eq!(frame, b"{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{\"content\":[]}}\n");
+//!
+//! let frame = encoder.error_response(Some(&Id::Number(4)), &ErrorObject::invalid_params("unknown tool: grep"))?;
+//! let message = parse(frame.strip_suffix(b"\n").unwrap()).expect("the encoder writes valid messages");
+//! assert_eq!(message.kind(), Kind::ErrorResponse);
+//! let error: ErrorObject = message.payload().unwrap().deserialize().unwrap();
+//! assert_eq!((error.code, error.message.as_str()), (INVALID_PARAMS, "unknown tool: grep"));
+//! # Ok::<(), mcp_framer_jsonrpc::EncodeError>(())
+//! ```
+//!
+//! # Features
+//!
+//! - `check` (unstable, hidden from the docs): the differential oracle the
+//!   fuzz targets and the corpus replay run, which compares [`parse`] with a
+//!   second parser built on simd-json. simd-json is reachable only through
+//!   it and is no part of this crate's public API.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -63,21 +121,28 @@
 
 use std::borrow::Cow;
 
-use serde_json::value::RawValue;
-
 use scan::ScanError;
 
 #[cfg(feature = "check")]
 #[doc(hidden)]
 pub mod check;
+mod codes;
+mod encode;
 mod error;
 mod id;
+mod raw;
 mod scan;
 #[cfg(test)]
 mod tests;
 
-pub use error::{EnvelopeError, EnvelopeErrorKind, INVALID_REQUEST, PARSE_ERROR};
+pub use codes::{
+    ERROR_CODES, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, OVERLOADED,
+    PARSE_ERROR, standard_message,
+};
+pub use encode::{EncodeError, Encoder};
+pub use error::{EnvelopeError, EnvelopeErrorKind};
 pub use id::{Id, OwnedId};
+pub use raw::RawJson;
 
 /// A classified JSON-RPC 2.0 message, borrowing from its frame.
 #[derive(Clone, Debug)]
@@ -89,21 +154,21 @@ pub enum Message<'a> {
         /// The method name.
         method: Cow<'a, str>,
         /// The parameters, as written (any JSON value, `null` included).
-        params: Option<&'a RawValue>,
+        params: Option<RawJson<'a>>,
     },
     /// A call without an id: no answer expected.
     Notification {
         /// The method name.
         method: Cow<'a, str>,
         /// The parameters, as written.
-        params: Option<&'a RawValue>,
+        params: Option<RawJson<'a>>,
     },
     /// A successful answer.
     Response {
         /// The id of the request answered.
         id: Id<'a>,
         /// The result, as written (may be `null`).
-        result: &'a RawValue,
+        result: RawJson<'a>,
     },
     /// A failed answer.
     ErrorResponse {
@@ -111,7 +176,7 @@ pub enum Message<'a> {
         /// (the peer could not read the request's id).
         id: Option<Id<'a>>,
         /// The error object, as written.
-        error: &'a RawValue,
+        error: RawJson<'a>,
     },
 }
 
@@ -159,11 +224,11 @@ impl<'a> Message<'a> {
 
     /// The payload as written: `params` of a request or notification (if
     /// present), `result` of a response, `error` of an error response.
-    pub fn payload(&self) -> Option<&'a RawValue> {
+    pub fn payload(&self) -> Option<RawJson<'a>> {
         match self {
             Message::Request { params, .. } | Message::Notification { params, .. } => *params,
-            Message::Response { result, .. } => Some(result),
-            Message::ErrorResponse { error, .. } => Some(error),
+            Message::Response { result, .. } => Some(*result),
+            Message::ErrorResponse { error, .. } => Some(*error),
         }
     }
 }
@@ -212,19 +277,20 @@ pub fn parse(frame: &[u8]) -> Result<Message<'_>, EnvelopeError> {
         Kind::Request => Message::Request {
             id: routed.id.expect("routed request has an id"),
             method: routed.method.expect("routed request has a method"),
-            params: raw(params)?,
+            params: params.map(RawJson::new),
         },
         Kind::Notification => Message::Notification {
             method: routed.method.expect("routed notification has a method"),
-            params: raw(params)?,
+            params: params.map(RawJson::new),
         },
         Kind::Response => Message::Response {
             id: routed.id.expect("routed response has an id"),
-            result: raw(result)?.expect("routed response has a result"),
+            result: RawJson::new(result.expect("routed response has a result")),
         },
-        Kind::ErrorResponse => {
-            Message::ErrorResponse { id: routed.id, error: raw(error)?.expect("routed error response has an error") }
-        }
+        Kind::ErrorResponse => Message::ErrorResponse {
+            id: routed.id,
+            error: RawJson::new(error.expect("routed error response has an error")),
+        },
     })
 }
 
@@ -248,11 +314,6 @@ fn not_an_object(text: &str) -> String {
         _ => "a number",
     };
     format!("top-level value is {what}")
-}
-
-/// The payload's `&RawValue` (see [`scan::raw_value`]).
-fn raw(json: Option<&str>) -> Result<Option<&RawValue>, EnvelopeError> {
-    json.map(scan::raw_value).transpose().map_err(|e| EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string()))
 }
 
 fn version_is_2_0(raw: &str) -> bool {

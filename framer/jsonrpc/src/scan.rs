@@ -13,10 +13,6 @@
 //! (`IgnoredAny`, `&RawValue`) spends about 1.4 times as many instructions
 //! on the benches' shapes, mostly per short string and per escape.
 
-use serde::Deserialize;
-use serde::de::value::{BorrowedStrDeserializer, Error as ValueError, MapDeserializer};
-use serde_json::value::RawValue;
-
 /// The keys that route a message, in the order of [`TopLevel::values`].
 pub(crate) const KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 
@@ -131,23 +127,6 @@ fn known_key(raw: &[u8], escaped: bool) -> Option<usize> {
         b"result" => Some(4),
         b"error" => Some(5),
         _ => None,
-    }
-}
-
-/// A `&RawValue` borrowing `json`, which [`skip_value`] has validated.
-///
-/// serde_json builds a borrowed `&RawValue` from a deserializer that hands
-/// over a map with one entry: its private `RawValue` token and the borrowed
-/// JSON text, which it does not parse again. This relies on that protocol
-/// (serde_json 1.0.x); should it ever change, the JSON is handed to
-/// serde_json to parse instead (slower, same result), and the test
-/// `raw_value_uses_serde_json_protocol` fails.
-pub(crate) fn raw_value(json: &str) -> Result<&RawValue, serde_json::Error> {
-    const TOKEN: &str = "$serde_json::private::RawValue";
-    let entry = core::iter::once((TOKEN, BorrowedStrDeserializer::<ValueError>::new(json)));
-    match <&RawValue>::deserialize(MapDeserializer::new(entry)) {
-        Ok(raw) => Ok(raw),
-        Err(_) => serde_json::from_str(json),
     }
 }
 
@@ -562,16 +541,5 @@ mod tests {
         assert_eq!(top_level("[]").unwrap_err(), ScanError::NotAnObject);
         assert_eq!(top_level("{} x").unwrap_err(), ScanError::Malformed(3));
         assert_eq!(top_level(r#"{"a":1"#).unwrap_err(), ScanError::Malformed(6));
-    }
-
-    #[test]
-    fn raw_value_uses_serde_json_protocol() {
-        // The fast path hands the text over unparsed: even text that is not
-        // JSON comes back as is, at the same address. (The fallback would
-        // refuse it.)
-        let text = "not json, never parsed";
-        let raw = raw_value(text).expect("serde_json's RawValue protocol still works");
-        assert_eq!(raw.get(), text);
-        assert_eq!(raw.get().as_ptr(), text.as_ptr());
     }
 }

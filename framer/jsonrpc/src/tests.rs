@@ -1,5 +1,5 @@
 //! Tests of the envelope rules, run against [`parse`] (and, with feature
-//! `simd`, against `parse_in_place` through the same expectations).
+//! `check`, against `parse_in_place` through the same expectations).
 
 use std::borrow::Cow;
 
@@ -12,7 +12,7 @@ enum Seen {
     Err { kind: EnvelopeErrorKind, code: i64, id: Option<OwnedId> },
 }
 
-fn seen_serde(frame: &[u8]) -> Seen {
+fn seen_envelope(frame: &[u8]) -> Seen {
     match parse(frame) {
         Ok(m) => Seen::Ok {
             kind: m.kind(),
@@ -25,10 +25,10 @@ fn seen_serde(frame: &[u8]) -> Seen {
 }
 
 /// Checks `frame` with both parsers: same kind, id, method, error kind and
-/// recovered id. Returns the serde_json path's outcome (its payload is the
+/// recovered id. Returns [`parse`]'s outcome (its payload is the
 /// raw text; the simd path's payload is compared by re-serialising it).
 fn seen(frame: &[u8]) -> Seen {
-    let serde = seen_serde(frame);
+    let envelope = seen_envelope(frame);
     #[cfg(feature = "check")]
     {
         let mut copy = frame.to_vec();
@@ -42,15 +42,15 @@ fn seen(frame: &[u8]) -> Seen {
             Err(e) => Seen::Err { kind: e.kind(), code: e.code(), id: e.id().cloned() },
         };
         let reparse = |p: &Option<String>| p.as_deref().map(|p| serde_json::from_str::<serde_json::Value>(p).unwrap());
-        match (&serde, &simd) {
+        match (&envelope, &simd) {
             (Seen::Ok { kind, id, method, payload }, Seen::Ok { kind: k2, id: i2, method: m2, payload: p2 }) => {
                 assert_eq!((kind, id, method), (k2, i2, m2), "paths disagree on {:?}", String::from_utf8_lossy(frame));
                 assert_eq!(reparse(payload), reparse(p2), "payloads differ on {:?}", String::from_utf8_lossy(frame));
             }
-            _ => assert_eq!(serde, simd, "paths disagree on {:?}", String::from_utf8_lossy(frame)),
+            _ => assert_eq!(envelope, simd, "paths disagree on {:?}", String::from_utf8_lossy(frame)),
         }
     }
-    serde
+    envelope
 }
 
 fn ok(kind: Kind, id: Option<OwnedId>, method: Option<&str>, payload: Option<&str>) -> Seen {
@@ -187,7 +187,7 @@ fn numeric_ids_are_i64_integers() {
     // Beyond simd-json's number range: see `simd_refuses_numbers_it_cannot_represent`.
     for beyond in ["-9223372036854775809", "18446744073709551616", "1e400"] {
         let frame = format!(r#"{{"jsonrpc":"2.0","id":{beyond},"method":"m"}}"#);
-        assert_eq!(seen_serde(frame.as_bytes()), err(InvalidShape, None), "{beyond}");
+        assert_eq!(seen_envelope(frame.as_bytes()), err(InvalidShape, None), "{beyond}");
     }
     for float in ["1.0", "1.5", "1e3", "1E3", "-2.5e-3", "0.0"] {
         assert_eq!(id(float), err(InvalidShape, None), "{float}");
@@ -251,6 +251,23 @@ fn huge_payload_is_borrowed_not_copied() {
     assert!(range.contains(&result.as_ptr()), "result does not point into the frame");
     assert_eq!(result.len(), frame.len() - r#"{"jsonrpc":"2.0","id":1,"result":}"#.len());
     assert!(result.ends_with(r#""}]}"#));
+}
+
+#[test]
+fn every_payload_is_a_slice_of_the_frame() {
+    // What the old `&RawValue` protocol test guarded: no payload is copied
+    // or re-parsed into new text, whatever its kind.
+    for frame in [
+        &br#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1, 2]}"#[..],
+        br#"{"jsonrpc":"2.0","method":"m","params":null}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":"\u00e9"}"#,
+        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+    ] {
+        let payload = parse(frame).unwrap().payload().unwrap().get();
+        let start = payload.as_ptr().addr() - frame.as_ptr().addr();
+        assert!(start + payload.len() <= frame.len(), "{payload}");
+        assert_eq!(&frame[start..start + payload.len()], payload.as_bytes());
+    }
 }
 
 #[test]

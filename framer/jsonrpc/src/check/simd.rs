@@ -1,4 +1,4 @@
-//! The simd-json envelope path (feature `simd`): the same classification as
+//! The simd-json envelope path (feature `check`, unstable): the same classification as
 //! [`parse`](crate::parse), on a `&mut [u8]` frame that simd-json parses in
 //! place.
 
@@ -60,8 +60,8 @@ impl<'a> InPlace<'a> {
 /// It agrees with [`parse`](crate::parse) on the kind, id, method, error
 /// kind and recovered id of every frame, except on two classes of input that
 /// it refuses as [`Malformed`](EnvelopeErrorKind::Malformed) while
-/// serde_json's raw (unmaterialised) payload accepts them, because the
-/// serde_json path checks only the grammar of numbers and escapes where
+/// [`parse`](crate::parse) accepts them, because its scanner checks only the
+/// grammar of numbers and escapes in the raw (unmaterialised) payload where
 /// simd-json converts them:
 ///
 /// - a number literal simd-json cannot represent, anywhere in the frame: an
@@ -73,8 +73,8 @@ impl<'a> InPlace<'a> {
 ///   this function refuses them all before simd-json runs.
 ///
 /// It also refuses frames holding a NUL byte before simd-json runs:
-/// simd-json 0.17 accepts `[true\0garbage]` as `[true]`. (serde_json
-/// refuses them too, so both paths agree.)
+/// simd-json 0.17 accepts `[true\0garbage]` as `[true]`. (The
+/// envelope's scanner refuses them too, so both paths agree.)
 ///
 /// `mcp_framer_jsonrpc::check::check_envelope_agrees` (feature `check`) checks the
 /// agreement, and the two classes by the outcomes each

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use super::metrics::{Metrics, bump};
 
 /// The JSON-RPC error code of the reply sent under [`OverloadPolicy::Reject`]
-/// (-32000 is the first of JSON-RPC's implementation-defined server errors).
-pub const OVERLOADED: i64 = -32000;
+/// (the project's one definition, in `mcp_framer_jsonrpc`).
+pub use mcp_framer_jsonrpc::OVERLOADED;
 
 /// The message of the reply sent under [`OverloadPolicy::Reject`].
 pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try again later";

@@ -2,7 +2,6 @@
 //! responses, timeouts and cancellation, answers to server requests, and
 //! shutdown.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -10,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
@@ -24,7 +23,7 @@ use super::stderr::{StderrLog, StderrTail, drain_stderr};
 use super::supervisor::{Reason, Signal, Supervisor};
 use super::writer::{WriteError, Writer};
 use mcp_framer::FrameError;
-use mcp_framer_jsonrpc::{Id, OwnedId};
+use mcp_framer_jsonrpc::{EncodeError, ErrorObject, INTERNAL_ERROR, Id, OwnedId};
 
 /// The method that is never cancelled (MCP: "the `initialize` request MUST
 /// NOT be cancelled by clients").
@@ -245,24 +244,19 @@ pub enum RequestError {
     Closed(Arc<Closed>),
     /// The request could not be written to the server's stdin.
     Write(WriteError),
-    /// The params could not be serialized.
-    Encode(serde_json::Error),
+    /// The message could not be encoded (its params or result did not
+    /// serialize).
+    Encode(EncodeError),
 }
 
 impl RequestError {
     /// The error for an error response.
     pub(crate) fn from_error_response(response: Received) -> RequestError {
-        #[derive(Deserialize)]
-        struct ErrorObject<'a> {
-            code: i64,
-            #[serde(borrow)]
-            message: Cow<'a, str>,
-        }
-        let (code, message) = match response.deserialize_payload::<ErrorObject<'_>>() {
-            Ok(error) => (error.code, error.message.into_owned()),
+        let (code, message) = match response.deserialize_payload::<ErrorObject>() {
+            Ok(error) => (error.code, error.message),
             Err(e) => {
                 let payload = Excerpt::new(response.payload().unwrap_or("").as_bytes(), 120);
-                (-32603, format!("malformed error object ({e}): {payload}"))
+                (INTERNAL_ERROR, format!("malformed error object ({e}): {payload}"))
             }
         };
         RequestError::Rpc { code, message, response: Box::new(response) }
@@ -280,7 +274,7 @@ impl fmt::Display for RequestError {
             RequestError::Cancelled { reason } => write!(f, "cancelled: {reason}"),
             RequestError::Closed(closed) => write!(f, "{closed}"),
             RequestError::Write(e) => write!(f, "{e}"),
-            RequestError::Encode(e) => write!(f, "the params could not be serialized: {e}"),
+            RequestError::Encode(e) => write!(f, "the message could not be encoded: {e}"),
         }
     }
 }
@@ -541,7 +535,7 @@ impl Session {
     /// to await, time-bound or cancel it.
     pub async fn start<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<PendingRequest, RequestError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = outgoing::request(&Id::Number(id), method, params).map_err(RequestError::Encode)?;
+        let frame = outgoing::ENCODER.request(&Id::Number(id), method, params).map_err(RequestError::Encode)?;
         let outcome = self.shared.pending.insert(id, method).map_err(RequestError::Closed)?;
         let mut request = PendingRequest {
             id,
@@ -563,13 +557,13 @@ impl Session {
 
     /// Sends a notification.
     pub async fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<(), RequestError> {
-        let frame = outgoing::notification(method, params).map_err(RequestError::Encode)?;
+        let frame = outgoing::ENCODER.notification(method, params).map_err(RequestError::Encode)?;
         self.shared.writer.write(frame).await.map_err(RequestError::Write)
     }
 
     /// Answers a server request with a result.
     pub async fn respond<R: Serialize + ?Sized>(&self, id: &OwnedId, result: &R) -> Result<(), RequestError> {
-        let frame = outgoing::response(id, result).map_err(RequestError::Encode)?;
+        let frame = outgoing::ENCODER.response(id, result).map_err(RequestError::Encode)?;
         self.shared.writer.write(frame).await.map_err(RequestError::Write)
     }
 

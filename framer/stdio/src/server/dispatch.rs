@@ -21,8 +21,8 @@ use super::cancel::Scope;
 use super::report::{Counters, bump};
 use super::table::Table;
 use super::tool::{Call, Handler, RpcError};
-use super::writer::{EncodeError, Outbox, encode_error, encode_response};
-use mcp_framer_jsonrpc::OwnedId;
+use super::writer::{Outbox, encode_error};
+use mcp_framer_jsonrpc::{EncodeError, Encoder, OwnedId};
 
 /// One `tools/call` to run.
 pub(crate) struct Job {
@@ -70,7 +70,7 @@ impl Dispatcher {
         if self.permits.available_permits() == 0 && self.queued.load(SeqCst) >= self.max_queued {
             bump(&self.counters.overloaded);
             return Err(RpcError::new(
-                RpcError::OVERLOADED,
+                mcp_framer_jsonrpc::OVERLOADED,
                 format!("server overloaded: {} requests already queued", self.max_queued),
             ));
         }
@@ -147,12 +147,13 @@ impl Supervisor {
         scope.stop_producers();
         let max = self.outbox.max_frame();
         let frame = match outcome {
-            Ok(Ok(result)) => encode_response(&id, &result, max),
-            Ok(Err(error)) => Ok(encode_error(Some(&id), &error)),
+            Ok(Ok(result)) => Encoder::new(max).response(&id, &result),
+            Ok(Err(error)) => Ok(encode_error(Some(&id), &error, max)),
             Err(join) if join.is_panic() => {
                 bump(&self.counters.handler_panics);
                 tracing::error!(id = %id, tool = %tool, "tool handler panicked");
-                Ok(encode_error(Some(&id), &RpcError::internal(format!("tool {tool:?} failed: handler panicked"))))
+                let error = RpcError::internal(format!("tool {tool:?} failed: handler panicked"));
+                Ok(encode_error(Some(&id), &error, max))
             }
             Err(_) => return self.abandon(&id, &scope), // aborted: cancelled
         };
@@ -161,7 +162,7 @@ impl Supervisor {
                 bump(&self.counters.oversize_results);
             }
             tracing::error!(id = %id, tool = %tool, %err, "result cannot be sent");
-            encode_error(Some(&id), &RpcError::internal(format!("tool {tool:?} result not sent: {err}")))
+            encode_error(Some(&id), &RpcError::internal(format!("tool {tool:?} result not sent: {err}")), max)
         });
         let room = tokio::select! {
             biased;

@@ -46,10 +46,10 @@ use super::dispatch::{Dispatcher, Job};
 use super::report::{Counters, ServeReport, bump};
 use super::table::{CancelOutcome, Table};
 use super::tool::RpcError;
-use super::writer::{Outbox, encode_error, encode_response, run_writer};
+use super::writer::{Outbox, encode_error, run_writer};
 use super::{PROTOCOL_VERSIONS, Server};
 use mcp_framer::{Event, Framer};
-use mcp_framer_jsonrpc::{self as envelope, Id, Message, OwnedId};
+use mcp_framer_jsonrpc::{self as envelope, Encoder, Id, Message, OwnedId, RawJson};
 
 /// `tools/call` params, borrowed from the frame.
 #[derive(Deserialize)]
@@ -202,7 +202,8 @@ impl Session<'_> {
                 let max = self.server.config.framer.max_frame;
                 let message = format!("message of {len} bytes exceeds the transport limit of {max} bytes");
                 tracing::warn!(len, max, "oversize message discarded");
-                self.outbox.try_send(encode_error(None, &RpcError::new(envelope::INVALID_REQUEST, message)));
+                let error = RpcError::new(envelope::INVALID_REQUEST, message);
+                self.outbox.try_send(encode_error(None, &error, self.outbox.max_frame()));
             }
             Event::Truncated { len, .. } => {
                 tracing::warn!(len, "stdin ended inside a message; its bytes were dropped");
@@ -215,8 +216,7 @@ impl Session<'_> {
             Err(err) => {
                 bump(&self.counters.malformed);
                 tracing::warn!(code = err.code(), id = ?err.id(), %err, "malformed message");
-                let reply = RpcError::new(err.code(), err.to_string());
-                self.outbox.try_send(encode_error(err.id(), &reply));
+                self.outbox.try_send(encode_error(err.id(), &RpcError::from(&err), self.outbox.max_frame()));
             }
             Ok(Message::Request { id, method, params }) => {
                 bump(&self.counters.requests);
@@ -234,20 +234,22 @@ impl Session<'_> {
     }
 
     fn reply(&self, id: &OwnedId, result: &impl serde::Serialize) {
-        let frame = encode_response(id, result, self.outbox.max_frame())
-            .unwrap_or_else(|err| encode_error(Some(id), &RpcError::internal(err)));
+        let max = self.outbox.max_frame();
+        let frame = Encoder::new(max)
+            .response(id, result)
+            .unwrap_or_else(|err| encode_error(Some(id), &RpcError::internal(err), max));
         self.outbox.try_send(frame);
     }
 
     fn reply_error(&self, id: &OwnedId, error: &RpcError) {
-        self.outbox.try_send(encode_error(Some(id), error));
+        self.outbox.try_send(encode_error(Some(id), error, self.outbox.max_frame()));
     }
 
-    fn on_request(&mut self, id: OwnedId, method: &str, params: Option<&RawValue>) {
+    fn on_request(&mut self, id: OwnedId, method: &str, params: Option<RawJson<'_>>) {
         match method {
             "initialize" => {
                 let asked = params
-                    .and_then(|p| serde_json::from_str::<InitializeParams<'_>>(p.get()).ok())
+                    .and_then(|p| p.deserialize::<InitializeParams<'_>>().ok())
                     .and_then(|p| p.protocol_version.map(Cow::into_owned));
                 let result = self.server.initialize_result(asked.as_deref());
                 self.initialize_id = Some(id.clone());
@@ -261,16 +263,16 @@ impl Session<'_> {
                 tracing::debug!(id = %id, method, "unknown method");
                 self.reply_error(
                     &id,
-                    &RpcError::new(RpcError::METHOD_NOT_FOUND, format!("method not found: {method}")),
+                    &RpcError::new(envelope::METHOD_NOT_FOUND, format!("method not found: {method}")),
                 );
             }
         }
     }
 
-    fn on_call(&mut self, id: OwnedId, params: Option<&RawValue>) {
+    fn on_call(&mut self, id: OwnedId, params: Option<RawJson<'_>>) {
         let parsed = params
             .ok_or_else(|| "missing params".to_owned())
-            .and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).map_err(|err| err.to_string()));
+            .and_then(|p| p.deserialize::<CallParams<'_>>().map_err(|err| err.to_string()));
         let params = match parsed {
             Ok(params) => params,
             Err(err) => {
@@ -294,7 +296,7 @@ impl Session<'_> {
         }
     }
 
-    fn on_notification(&mut self, method: &str, params: Option<&RawValue>) {
+    fn on_notification(&mut self, method: &str, params: Option<RawJson<'_>>) {
         match method {
             "notifications/cancelled" => self.on_cancel(params),
             "notifications/initialized" => tracing::debug!("client initialized"),
@@ -302,8 +304,8 @@ impl Session<'_> {
         }
     }
 
-    fn on_cancel(&mut self, params: Option<&RawValue>) {
-        let Some(params) = params.and_then(|p| serde_json::from_str::<CancelParams<'_>>(p.get()).ok()) else {
+    fn on_cancel(&mut self, params: Option<RawJson<'_>>) {
+        let Some(params) = params.and_then(|p| p.deserialize::<CancelParams<'_>>().ok()) else {
             bump(&self.counters.cancel_malformed);
             tracing::debug!("ignoring a malformed cancellation");
             return;

@@ -66,56 +66,19 @@ fn text_block(text: String) -> Value {
     Value::Object(block)
 }
 
-/// A JSON-RPC error, sent as the `error` of a response.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RpcError {
-    /// The JSON-RPC error code.
-    pub code: i64,
-    /// A short description.
-    pub message: String,
-    /// Optional details.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    /// `-32601`: no such method.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// `-32602`: invalid params (unknown tool, bad arguments, bad cursor).
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// `-32603`: internal error (a handler panicked, a result was too large).
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// `-32000`: the server is overloaded (too many requests queued).
-    pub const OVERLOADED: i64 = -32000;
-
-    /// An error with `code` and `message`.
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError { code, message: message.into(), data: None }
-    }
-
-    /// `-32602` with `message`.
-    pub fn invalid_params(message: impl fmt::Display) -> RpcError {
-        RpcError::new(RpcError::INVALID_PARAMS, message.to_string())
-    }
-
-    /// `-32603` with `message`.
-    pub fn internal(message: impl fmt::Display) -> RpcError {
-        RpcError::new(RpcError::INTERNAL_ERROR, message.to_string())
-    }
-}
-
-impl fmt::Display for RpcError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for RpcError {}
+/// A JSON-RPC error, sent as the `error` of a response: the one error-object
+/// type of [`mcp_framer_jsonrpc`], under the name handlers know it by.
+///
+/// Build it with [`RpcError::invalid_params`], [`RpcError::internal`] or
+/// [`RpcError::new`] and a code from
+/// [`mcp_framer_jsonrpc::ERROR_CODES`] (e.g.
+/// [`METHOD_NOT_FOUND`](mcp_framer_jsonrpc::METHOD_NOT_FOUND)).
+pub type RpcError = mcp_framer_jsonrpc::ErrorObject;
 
 impl From<Cancelled> for RpcError {
     fn from(_: Cancelled) -> RpcError {
         // Never sent: a cancelled request gets no response.
-        RpcError::new(RpcError::INTERNAL_ERROR, "cancelled")
+        RpcError::new(mcp_framer_jsonrpc::INTERNAL_ERROR, "cancelled")
     }
 }
 

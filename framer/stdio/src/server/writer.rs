@@ -8,8 +8,9 @@
 //!   A frame is serialized completely before it is queued, so a handler that
 //!   is cancelled or panics can never leave half a frame: it either queued a
 //!   whole frame or nothing.
-//! * A frame is never queued if its JSON contains a `\n` (possible only with
-//!   hand-made raw JSON) or is over the response limit.
+//! * Frames are written by [`mcp_framer_jsonrpc::Encoder`]: one line
+//!   whatever a raw value holds (its newline rule), never over the response
+//!   limit.
 //! * The queue is bounded in bytes. Handlers wait for room; the stdin loop
 //!   never waits (it must keep reading cancellations), so its replies are
 //!   dropped and counted when the queue is full.
@@ -26,80 +27,17 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::report::{Counters, bump};
 use super::tool::RpcError;
-use mcp_framer_jsonrpc::OwnedId;
+use mcp_framer_jsonrpc::{Encoder, OwnedId};
 
-const JSONRPC: &str = "2.0";
-
-#[derive(Serialize)]
-struct ResponseOut<'a, R> {
-    jsonrpc: &'static str,
-    id: &'a OwnedId,
-    result: &'a R,
-}
-
-#[derive(Serialize)]
-struct ErrorOut<'a> {
-    jsonrpc: &'static str,
-    id: Option<&'a OwnedId>,
-    error: &'a RpcError,
-}
-
-#[derive(Serialize)]
-struct NotificationOut<'a, P> {
-    jsonrpc: &'static str,
-    method: &'a str,
-    params: &'a P,
-}
-
-/// Why a message could not become a frame.
-#[derive(Debug)]
-pub(crate) enum EncodeError {
-    Serialize(serde_json::Error),
-    /// The JSON contains a raw `\n` (from hand-made raw JSON).
-    Newline,
-    /// The frame is over the response limit.
-    TooLarge {
-        len: usize,
-        max: usize,
-    },
-}
-
-impl std::fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EncodeError::Serialize(err) => write!(f, "serialization failed: {err}"),
-            EncodeError::Newline => f.write_str("serialized JSON contains a newline"),
-            EncodeError::TooLarge { len, max } => {
-                write!(f, "message of {len} bytes exceeds the transport limit of {max} bytes")
-            }
-        }
-    }
-}
-
-/// Serializes `message` into one frame: the JSON, then `\n`.
-fn encode(message: &impl Serialize, max_frame: usize) -> Result<Vec<u8>, EncodeError> {
-    let mut bytes = serde_json::to_vec(message).map_err(EncodeError::Serialize)?;
-    if memchr::memchr(b'\n', &bytes).is_some() {
-        return Err(EncodeError::Newline);
-    }
-    if bytes.len() > max_frame {
-        return Err(EncodeError::TooLarge { len: bytes.len(), max: max_frame });
-    }
-    bytes.push(b'\n');
-    Ok(bytes)
-}
-
-/// A frame for a successful response.
-pub(crate) fn encode_response(id: &OwnedId, result: &impl Serialize, max: usize) -> Result<Vec<u8>, EncodeError> {
-    encode(&ResponseOut { jsonrpc: JSONRPC, id, result }, max)
-}
-
-/// A frame for an error response (`id: null` when `id` is `None`).
-pub(crate) fn encode_error(id: Option<&OwnedId>, error: &RpcError) -> Vec<u8> {
-    let mut bytes =
-        serde_json::to_vec(&ErrorOut { jsonrpc: JSONRPC, id, error }).expect("plain data always serializes");
-    bytes.push(b'\n');
-    bytes
+/// A frame for an error response (`id: null` when `id` is `None`). An error
+/// whose frame is over `max` (a handler's huge message or `data`) is replaced
+/// by a short internal error saying so, so the request still gets its answer.
+pub(crate) fn encode_error(id: Option<&OwnedId>, error: &RpcError, max: usize) -> Vec<u8> {
+    Encoder::new(max).error_response(id, error).unwrap_or_else(|err| {
+        tracing::error!(id = ?id, code = error.code, %err, "error response too large; sending a short one");
+        let short = RpcError::internal(format!("error {} not sent: {err}", error.code));
+        Encoder::unlimited().error_response(id, &short).expect("an error object without data always serializes")
+    })
 }
 
 /// What the writer is sent.
@@ -201,7 +139,7 @@ impl Outbox {
 
     /// Serializes and queues a notification, waiting for room.
     pub(crate) async fn notify(&self, method: &str, params: &impl Serialize) -> bool {
-        let bytes = match encode(&NotificationOut { jsonrpc: JSONRPC, method, params }, self.max_frame) {
+        let bytes = match Encoder::new(self.max_frame).notification(method, params) {
             Ok(bytes) => bytes,
             Err(err) => {
                 tracing::warn!(method, %err, "notification not sent");
