@@ -19,3 +19,15 @@ pub mod hostile;
 pub mod lib_server;
 pub mod report;
 pub mod support;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// Parses a fixture's command line; on `--help` or an error, prints what
+/// clap has to say and returns the exit code to end with (0 or 2).
+fn parse_args<A: clap::Parser>(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<A, ExitCode> {
+    A::try_parse_from(argv).map_err(|err| {
+        let _ = err.print();
+        ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+    })
+}

@@ -51,7 +51,7 @@ mod tests {
         let fields = json!({"id": "a\"b", "bytes": 3});
         let text =
             format!("prose\n{}\nstats: not json\nstatsx: {{}}\n{}\n", line("stats", &fields), line("x", &json!({})));
-        assert_eq!(all(&text, "stats").collect::<Vec<_>>(), [fields.clone()]);
+        assert_eq!(all(&text, "stats").collect::<Vec<_>>(), [fields]);
         assert_eq!(last(&text, "x"), Some(json!({})));
         assert_eq!(parse("prose", "stats"), None);
     }

@@ -86,11 +86,8 @@ impl Drop for ChildWatchdog {
 pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
+        if let Some(held) = settled(deadline, &mut condition) {
+            return held;
         }
         thread::sleep(POLL);
     }
@@ -100,13 +97,22 @@ pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
 pub async fn eventually_async(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
+        if let Some(held) = settled(deadline, &mut condition) {
+            return held;
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// One poll: `Some(true)` if `condition` holds, `Some(false)` if not and
+/// `deadline` has passed, `None` to poll again.
+fn settled(deadline: Instant, condition: &mut impl FnMut() -> bool) -> Option<bool> {
+    if condition() {
+        Some(true)
+    } else if Instant::now() >= deadline {
+        Some(false)
+    } else {
+        None
     }
 }
 

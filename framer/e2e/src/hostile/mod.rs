@@ -153,7 +153,6 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Instant;
 
-use clap::Parser;
 use serde_json::json;
 
 pub use args::{Args, Mode};
@@ -188,13 +187,7 @@ pub fn main() -> ExitCode {
 /// `--help` prints the usage; a bad argument prints it and returns exit
 /// code 2.
 pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
-    match Args::try_parse_from(argv) {
-        Ok(args) => run(args),
-        Err(err) => {
-            let _ = err.print();
-            ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
-        }
-    }
+    crate::parse_args(argv).map_or_else(|code| code, run)
 }
 
 /// Serves stdio with parsed `args`; see the module documentation.

@@ -180,12 +180,9 @@ pub fn main() -> ExitCode {
 /// process's stdio until stdin reaches EOF; exit code 0 after the `report`
 /// line, 1 if stdio cannot be taken, 2 for a bad argument.
 pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> ExitCode {
-    let args = match Args::try_parse_from(argv) {
+    let args: Args = match crate::parse_args(argv) {
         Ok(args) => args,
-        Err(err) => {
-            let _ = err.print();
-            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
-        }
+        Err(code) => return code,
     };
     {
         use tracing_subscriber::layer::SubscriberExt;
@@ -214,5 +211,26 @@ pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) ->
             eprintln!("lib_server: cannot take stdio: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_set_the_config_and_unset_ones_keep_the_defaults() {
+        let argv =
+            ["lib_server", "--max-concurrent", "1", "--max-queued", "3", "--grace-ms", "300", "--max-frame=4096"];
+        let config = Args::try_parse_from(argv).unwrap().config();
+        assert_eq!((config.max_concurrent, config.max_queued), (1, 3));
+        assert_eq!(config.shutdown_grace, Duration::from_millis(300));
+        assert_eq!((config.framer.max_frame, config.max_response), (4096, 4096));
+
+        let (defaults, expected) = (Args::try_parse_from(["lib_server"]).unwrap().config(), ServerConfig::default());
+        assert_eq!((defaults.max_concurrent, defaults.max_queued), (expected.max_concurrent, expected.max_queued));
+        assert_eq!(defaults.shutdown_grace, expected.shutdown_grace);
+        assert!(Args::try_parse_from(["lib_server", "--max-queued", "many"]).is_err());
+        assert!(Args::try_parse_from(["lib_server", "--no-such-flag", "1"]).is_err());
     }
 }

@@ -292,7 +292,9 @@ impl Fixture {
     /// same states.
     pub fn wait_cancellation(&self, id: i64, state: &str, timeout: Duration) -> Value {
         self.wait_report(lib_server::TRACE, timeout, |fields| {
-            fields["message"] == "cancellation" && fields["id"] == id.to_string() && fields["state"] == state
+            fields["message"] == "cancellation"
+                && fields["id"].as_str() == Some(&*id.to_string())
+                && fields["state"] == state
         })
     }
 
