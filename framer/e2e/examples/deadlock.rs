@@ -2,7 +2,7 @@
 //! transport.
 //!
 //! ```sh
-//! cargo run -p mcp-framer-benches --example deadlock            # add --release for an optimized fixture
+//! cargo run -p mcp-framer-e2e --example deadlock            # or with --release
 //! ```
 //!
 //! It runs the `hostile_server` fixture twice and asks each time for an 8 MiB
@@ -15,77 +15,122 @@
 //!    response arrives, a second request is answered at once, and the
 //!    session shuts down cleanly. The metrics are printed.
 //!
-//! Finding the fixture: examples do not get `CARGO_BIN_EXE_*` (only tests
-//! and benches do), and `cargo run --example` does not build the package's
-//! binaries. So the example uses `$HOSTILE_SERVER` if set; otherwise, when run
-//! by cargo (`$CARGO` is set), it runs `cargo build --bin hostile_server` for
-//! the same target directory and profile (quick when up to date); otherwise it
-//! takes `hostile_server` from its own target directory
-//! (`target/<profile>/hostile_server`, next to `examples/`).
+//! The fixture: the example runs the `hostile_server` fixture (the
+//! `mcp_framer_e2e::hostile` library) as a child process by re-executing
+//! itself with `--serve-hostile` as the first argument; nothing else needs
+//! to be built. Both parts are bounded by watchdogs, so the example never
+//! hangs: part 1 kills its child after at most a few seconds, and part 2
+//! gives up after [`WATCHDOG`].
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use std::{env, io, thread};
+use std::{env, thread};
 
+use mcp_framer_e2e::hostile::report as hostile;
+use mcp_framer_e2e::report;
+use mcp_framer_e2e::support::ChildWatchdog;
 use mcp_framer_stdio::host::{MetricsSnapshot, Session, SessionConfig};
 use serde_json::{Value, json};
 
 const EIGHT_MIB: usize = 8 << 20;
+/// The hidden first argument that makes this executable the fixture.
+const SERVE_HOSTILE: &str = "--serve-hostile";
+/// The most part 2 (and each of part 1's children) may take.
+const WATCHDOG: Duration = Duration::from_secs(30);
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let fixture = fixture_path()?;
-    println!("fixture: {}\n", fixture.display());
+fn main() -> ExitCode {
+    let mut args = env::args_os();
+    let program = args.next().unwrap_or_else(|| OsString::from("deadlock"));
+    if args.next().is_some_and(|first| first == SERVE_HOSTILE) {
+        // The child: run the fixture with the remaining arguments.
+        return mcp_framer_e2e::hostile::main_from(std::iter::once(program).chain(args));
+    }
+    match demo() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("deadlock example failed: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    let fixture = env::current_exe()?;
+    println!("fixture: {} {SERVE_HOSTILE}\n", fixture.display());
     naive_parent(&fixture)?;
     println!();
-    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(transport(&fixture))
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    match runtime.block_on(async { tokio::time::timeout(WATCHDOG, transport(&fixture)).await }) {
+        Ok(outcome) => outcome,
+        Err(_) => Err(format!("watchdog: part 2 did not finish within {WATCHDOG:?}; its server was killed").into()),
+    }
 }
 
 /// Part 1: a parent that sends the request and never reads stdout.
 fn naive_parent(fixture: &Path) -> Result<(), Box<dyn std::error::Error>> {
     println!("== 1. naive parent: asks for {} MiB, never reads the server's stdout ==", EIGHT_MIB >> 20);
-    let mut child = std::process::Command::new(fixture)
+    let child = std::process::Command::new(fixture)
+        .arg(SERVE_HOSTILE)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    let _stdout = child.stdout.take(); // held open, never read
-    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let child = std::sync::Arc::new(std::sync::Mutex::new(child));
+    let lock = || child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Whatever happens below, the child is killed within the limit.
+    let watchdog = {
+        let child = std::sync::Arc::clone(&child);
+        ChildWatchdog::arm(WATCHDOG, "the naive parent's server", move || {
+            let _ = child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).kill();
+        })
+    };
+    let _stdout = lock().stdout.take(); // held open, never read
+    let stderr = lock().stderr.take().ok_or("no stderr")?;
     let (tx, lines) = mpsc::channel();
     thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let _ = tx.send(line);
         }
     });
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut stdin = lock().stdin.take().ok_or("no stdin")?;
     let started = Instant::now();
     writeln!(stdin, "{}", call(1, "big", json!({"bytes": EIGHT_MIB})))?;
     stdin.flush()?;
 
+    let backpressure = |line: &str| report::parse(line, hostile::BACKPRESSURE);
     let blocked = loop {
         match lines.recv_timeout(Duration::from_secs(10)) {
-            Ok(line) if line.starts_with("stdout backpressure observed") => break Some(line),
-            Ok(_) => continue,
+            Ok(line) => match backpressure(&line) {
+                Some(fields) => break Some(fields),
+                None => continue,
+            },
             Err(_) => break None,
         }
     };
     thread::sleep(Duration::from_secs(1));
-    let alive = child.try_wait()?.is_none();
-    let last = lines.try_iter().filter(|l| l.starts_with("stdout backpressure")).last().or(blocked);
+    let alive = lock().try_wait()?.is_none();
+    let last = lines.try_iter().filter_map(|line| backpressure(&line)).last().or(blocked);
     println!("after {:.1} s: server alive = {alive}", started.elapsed().as_secs_f64());
     match last {
-        Some(line) => println!("server stderr: {line}"),
+        Some(fields) => println!(
+            "server stderr: a write(2) on stdout blocked ({} ms when reported, and never returned); \
+             {} of {} frame bytes written",
+            fields["blocked_ms"], fields["frame_done"], fields["frame_len"]
+        ),
         None => println!("server stderr: no backpressure report (unexpected)"),
     }
     // A second request: the server's stdin reader takes it, but its worker
     // is stuck in write(), so it will never be answered.
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))?;
     thread::sleep(Duration::from_millis(300));
-    println!("a ping sent 300 ms ago is still unanswered; server alive = {}", child.try_wait()?.is_none());
-    child.kill()?;
-    let status = child.wait()?;
+    println!("a ping sent 300 ms ago is still unanswered; server alive = {}", lock().try_wait()?.is_none());
+    lock().kill()?;
+    let status = lock().wait()?;
+    watchdog.disarm();
     println!("killed it: {status}. Nothing was wrong with the server; the parent stopped draining the pipe.");
     Ok(())
 }
@@ -93,7 +138,8 @@ fn naive_parent(fixture: &Path) -> Result<(), Box<dyn std::error::Error>> {
 /// Part 2: the same request through the host transport.
 async fn transport(fixture: &Path) -> Result<(), Box<dyn std::error::Error>> {
     println!("== 2. mcp-framer host transport: the same request ==");
-    let command = tokio::process::Command::new(fixture);
+    let mut command = tokio::process::Command::new(fixture);
+    command.arg(SERVE_HOSTILE);
     let (session, _inbound) = Session::spawn(command, SessionConfig::default())?;
 
     let started = Instant::now();
@@ -154,45 +200,4 @@ fn print_metrics(m: &MetricsSnapshot) {
 /// A `tools/call` request line.
 fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
-}
-
-/// Finds (or builds) the `hostile_server` fixture; see the module docs.
-fn fixture_path() -> io::Result<PathBuf> {
-    if let Some(path) = env::var_os("HOSTILE_SERVER") {
-        return Ok(path.into());
-    }
-    let exe = env::current_exe()?;
-    // <target>/<profile>/examples/deadlock
-    let profile_dir = exe.parent().and_then(Path::parent).ok_or_else(|| io::Error::other("unexpected exe path"))?;
-    let fixture = profile_dir.join("hostile_server");
-    if let Some(cargo) = env::var_os("CARGO") {
-        let target_dir = profile_dir.parent().ok_or_else(|| io::Error::other("unexpected exe path"))?;
-        let mut build = std::process::Command::new(cargo);
-        build
-            .args(["build", "--quiet", "--bin", "hostile_server", "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", target_dir);
-        match profile_dir.file_name().and_then(|name| name.to_str()) {
-            Some("debug") => {}
-            Some("release") => {
-                build.arg("--release");
-            }
-            Some(profile) => {
-                build.args(["--profile", profile]);
-            }
-            None => {}
-        }
-        let status = build.status()?;
-        if !status.success() {
-            return Err(io::Error::other(format!("building hostile_server failed: {status}")));
-        }
-    }
-    if fixture.exists() {
-        Ok(fixture)
-    } else {
-        Err(io::Error::other(format!(
-            "{} not found: run `cargo build -p mcp-framer-benches --bin hostile_server` or set HOSTILE_SERVER",
-            fixture.display()
-        )))
-    }
 }

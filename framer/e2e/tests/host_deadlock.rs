@@ -16,13 +16,16 @@ use std::time::Duration;
 
 use host_support::{config, fixture_stats, payload, ping_within_a_second, spawn, text, tool, watchdog};
 use mcp_framer::{Config, OversizePolicy};
+use mcp_framer_e2e::hostile::report as hostile;
+use mcp_framer_e2e::report;
 use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, Skipped};
 use serde_json::json;
 
 const EIGHT_MIB: usize = 8 << 20;
 
 /// Kills the child when dropped: the watchdog of the naive-parent test, which
-/// holds no session.
+/// holds no session (every wait in it is bounded, so it ends, and the drop
+/// kills the child, even when an assertion fails).
 struct KillOnDrop(Child);
 
 impl Drop for KillOnDrop {
@@ -30,16 +33,6 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// "stdout backpressure observed: write blocked for N ms, DONE of LEN frame
-/// bytes written so far, ..." -> (DONE, LEN).
-fn progress(line: &str) -> (u64, u64) {
-    let rest = line.split_once("ms, ").expect("backpressure line format").1;
-    let mut words = rest.split_whitespace();
-    let done = words.next().and_then(|w| w.parse().ok()).expect("bytes written so far");
-    let len = words.nth(1).and_then(|w| w.parse().ok()).expect("frame length");
-    (done, len)
 }
 
 #[test]
@@ -72,24 +65,27 @@ fn a_parent_that_never_reads_stdout_deadlocks_the_server() {
     // The first report comes once a write() has blocked for 50 ms (building
     // 8 MiB takes the unoptimized fixture a moment, so wait for it, bounded).
     let mut stderr = Vec::new();
-    let first = loop {
+    loop {
         let line = stderr_lines.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|e| {
             panic!("no backpressure reported on stderr within 5 s ({e}): {stderr:#?}");
         });
-        if line.starts_with("stdout backpressure observed") {
-            break line;
-        }
+        let first = report::parse(&line, hostile::BACKPRESSURE).is_some();
         stderr.push(line);
-    };
+        if first {
+            break;
+        }
+    }
     thread::sleep(Duration::from_secs(1));
     assert!(child.0.try_wait().expect("try_wait").is_none(), "the child should still be alive, blocked in write()");
-    stderr.push(first);
     stderr.extend(stderr_lines.try_iter());
-    let last_report = stderr.iter().rfind(|line| line.starts_with("stdout backpressure observed")).expect("a report");
-    let (done, len) = progress(last_report);
-    assert!(len > EIGHT_MIB as u64, "the frame holds the 8 MiB text plus its envelope");
-    assert!(done < len, "the child must not have finished writing: {last_report}");
-    assert!(!stderr.iter().any(|line| line.starts_with("stats:")), "the child must not have finished");
+    let stderr = stderr.join("\n");
+    let last = report::last(&stderr, hostile::BACKPRESSURE).expect("a backpressure report");
+    let (done, len) =
+        (last["frame_done"].as_u64().expect("frame_done"), last["frame_len"].as_u64().expect("frame_len"));
+    assert!(len > EIGHT_MIB as u64, "the frame holds the 8 MiB text plus its envelope: {last}");
+    assert!(done < len, "the child must not have finished writing: {last}");
+    assert!(last["blocked_ms"].as_u64().expect("blocked_ms") >= 50, "{last}");
+    assert_eq!(report::last(&stderr, hostile::STATS), None, "the child must not have finished: {stderr}");
     drop(child); // kill it
 }
 
@@ -113,11 +109,14 @@ async fn the_transport_drains_the_same_response_and_the_child_finishes() {
         assert_eq!(metrics.largest_frame, response.frame().len() as u64);
         ping_within_a_second(&session).await;
 
-        let report = session.shutdown().await;
-        assert_eq!(report.stage, ShutdownStage::StdinClosed);
-        assert!(report.exit_status.is_some_and(|s| s.success()));
-        let last = report.stderr_tail.lines().last().unwrap_or_default();
-        assert!(last.starts_with("stats: "), "the child ended normally: {last:?}");
+        let shutdown = session.shutdown().await;
+        assert_eq!(shutdown.stage, ShutdownStage::StdinClosed);
+        assert!(shutdown.exit_status.is_some_and(|s| s.success()));
+        // The child ended normally: its last line is the final stats report,
+        // which counts every byte it wrote (all of which we read).
+        let last = shutdown.stderr_tail.lines().last().unwrap_or_default();
+        let stats = report::parse(last, hostile::STATS).unwrap_or_else(|| panic!("not a stats line: {last:?}"));
+        assert_eq!(stats["bytes_written"], shutdown.metrics.stdout_bytes, "{stats}");
     })
     .await;
 }

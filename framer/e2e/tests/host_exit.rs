@@ -8,6 +8,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use host_support::{config, spawn, tool, watchdog};
+use mcp_framer_e2e::hostile::report as hostile;
+use mcp_framer_e2e::report;
 use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, Skipped};
 use serde_json::json;
 
@@ -25,15 +27,25 @@ async fn a_child_dying_mid_frame_is_truncated_and_pending_requests_fail_with_its
             let Err(RequestError::Closed(closed)) = failed else { panic!("expected the session to end: {failed:?}") };
             assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
             assert_eq!(closed.exit_status().and_then(|s| s.code()), Some(3));
+            // The error's message is for humans, so its wording is what is
+            // checked here: it names the exit status and quotes the child's
+            // stderr tail, in which the fixture's report line (structured)
+            // must be intact.
             let message = closed.to_string();
             assert!(message.contains("exit status: 3"), "{message}");
-            assert!(message.contains("exit_mid_frame: wrote"), "the stderr tail is quoted: {message}");
+            let quoted = message.lines().find_map(|line| report::parse(line, hostile::EXIT_MID_FRAME));
+            let quoted = quoted.unwrap_or_else(|| panic!("the stderr tail is quoted: {message}"));
+            assert_eq!(quoted["code"], 3, "{quoted}");
+            assert!(quoted["written"].as_u64() < quoted["frame_len"].as_u64(), "{quoted}");
         }
         let Some(Inbound::Skipped(Skipped::Truncated { len, oversize: false })) = inbound.recv().await else {
             panic!("the partial frame is reported")
         };
         let metrics = session.metrics();
         assert!(len > 0);
+        // Exactly what the child reports it wrote before exiting.
+        let exit = report::last(&session.stderr_tail(), hostile::EXIT_MID_FRAME).expect("exit report");
+        assert_eq!(exit["written"], len, "{exit}");
         assert_eq!((metrics.truncated_bytes, metrics.frames), (len, 0));
         assert_eq!(metrics.stdout_bytes, len);
         assert_eq!(metrics.exit_status.and_then(|s| s.code()), Some(3));

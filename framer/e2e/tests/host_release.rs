@@ -10,8 +10,9 @@ mod host_support;
 
 use std::time::Duration;
 
-use host_support::{config, eventually, payload, ping_within_a_second, spawn, text, tool, watchdog};
+use host_support::{config, eventually, payload, ping_within_a_second, reports, spawn, text, tool, watchdog};
 use mcp_framer::{Config, FrameError, OversizePolicy};
+use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_stdio::host::{CloseReason, Inbound, ReaderConfig, RequestError, Session, SessionConfig, Skipped};
 use serde_json::json;
 
@@ -85,6 +86,7 @@ async fn a_response_just_over_the_limit_under_fail_ends_the_session_and_a_restar
         // The child was killed on purpose: SIGKILL, not a normal exit.
         let status = closed.exit_status().expect("the child was reaped");
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{closed}");
+        // The message is for humans: its wording is its contract.
         let message = closed.to_string();
         assert!(message.contains("transport limit") && message.contains("killed"), "{message}");
         // Later requests fail at once with the same error.
@@ -210,9 +212,13 @@ async fn a_cancellation_during_output_reaches_the_server_and_the_late_response_i
         // retracted); the host drains it, counts it and ignores it.
         eventually(&session, "late response drained", |s| s.metrics().late_responses == 1).await;
         ping_within_a_second(&session).await;
-        let stderr = session.stderr_tail();
-        let cancelled = stderr.lines().find(|l| l.starts_with("cancelled 1 after ")).expect("the server saw it");
-        let bytes: usize = cancelled["cancelled 1 after ".len()..].trim_end_matches(" bytes").parse().expect("bytes");
+        // The server's report lines: it read the cancellation while the
+        // request was in flight, and stopped pacing mid-frame.
+        assert_eq!(reports(&session, hostile::CANCEL), [json!({"id": 1, "in_flight": true})]);
+        let cancelled = reports(&session, hostile::CANCELLED);
+        let [cancelled] = &cancelled[..] else { panic!("one cancelled report: {cancelled:?}") };
+        assert_eq!(cancelled["id"], 1);
+        let bytes = cancelled["bytes"].as_u64().expect("bytes");
         assert!(bytes > 0 && bytes < 20 * 4096, "cancelled mid-frame: {cancelled}");
         let metrics = session.metrics();
         assert_eq!((metrics.cancellations_sent, metrics.responses, metrics.late_responses), (1, 1, 1));
@@ -233,7 +239,7 @@ async fn a_timeout_sends_the_cancellation_itself() {
         );
         eventually(&session, "late response drained", |s| s.metrics().late_responses == 1).await;
         ping_within_a_second(&session).await;
-        assert!(session.stderr_tail().contains("cancel requested for 1"));
+        assert_eq!(reports(&session, hostile::CANCEL), [json!({"id": 1, "in_flight": true})]);
         let metrics = session.metrics();
         assert_eq!((metrics.timeouts, metrics.cancellations_sent), (1, 1));
         session.shutdown().await;

@@ -5,11 +5,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use mcp_framer_e2e::hostile::report as hostile;
+use mcp_framer_e2e::report;
+use mcp_framer_e2e::support::ChildWatchdog;
 use serde_json::{Value, json};
 
 const WATCHDOG: Duration = Duration::from_secs(10);
@@ -25,7 +27,8 @@ struct Run {
 }
 
 /// Runs the fixture with `args`, writes `input` to its stdin, closes stdin
-/// and collects everything. A watchdog kills the child after 10 s.
+/// and collects everything. A watchdog (the fixture library's) kills the child
+/// after 10 s.
 fn run(args: &[&str], input: &[u8]) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hostile_server"))
         .args(args)
@@ -38,16 +41,10 @@ fn run(args: &[&str], input: &[u8]) -> Run {
     let stdout = child.stdout.take().expect("stdout");
     let mut stderr = child.stderr.take().expect("stderr");
     let child: Arc<Mutex<Child>> = Arc::new(Mutex::new(child));
-
-    let (done, done_rx) = mpsc::channel::<()>();
-    let timed_out = Arc::new(AtomicBool::new(false));
     let watchdog = {
-        let (child, timed_out) = (Arc::clone(&child), Arc::clone(&timed_out));
-        thread::spawn(move || {
-            if done_rx.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
-                timed_out.store(true, Ordering::SeqCst);
-                let _ = child.lock().unwrap().kill();
-            }
+        let child = Arc::clone(&child);
+        ChildWatchdog::arm(WATCHDOG, "hostile_server", move || {
+            let _ = child.lock().unwrap().kill();
         })
     };
     let stderr_reader = thread::spawn(move || {
@@ -79,9 +76,7 @@ fn run(args: &[&str], input: &[u8]) -> Run {
         }
         thread::sleep(Duration::from_millis(5));
     };
-    let _ = done.send(());
-    watchdog.join().expect("watchdog thread");
-    assert!(!timed_out.load(Ordering::SeqCst), "hostile_server did not finish within {WATCHDOG:?}");
+    assert!(!watchdog.disarm(), "hostile_server did not finish within {WATCHDOG:?}");
     let stderr = stderr_reader.join().expect("stderr thread");
     Run { lines, stdout_bytes, stderr, status }
 }
@@ -107,15 +102,12 @@ fn text(msg: &Value) -> &str {
     msg["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in {msg}"))
 }
 
-/// The value of `key=` in the final `stats:` line on stderr.
+/// The value of `key` in the final `stats` report line, which must be the
+/// last line on stderr.
 fn stat(stderr: &str, key: &str) -> u64 {
     let last = stderr.lines().last().unwrap_or_default();
-    assert!(last.starts_with("stats: "), "last stderr line: {last:?}");
-    last.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-        .unwrap_or_else(|| panic!("{key} missing in {last:?}"))
-        .parse()
-        .expect("numeric stat")
+    let stats = report::parse(last, hostile::STATS).unwrap_or_else(|| panic!("last stderr line: {last:?}"));
+    stats[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {stats}"))
 }
 
 #[test]

@@ -12,8 +12,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mcp_framer_e2e::lib_server::report as lib_server;
+use mcp_framer_e2e::support::eventually;
+use mcp_framer_e2e::support::proc::{live_group_members, pid_exists};
 use serde_json::json;
-use server_support::{Fixture, SECOND_REQUEST, eventually, live_group_members, pid_exists};
+use server_support::{Fixture, SECOND_REQUEST};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -32,11 +35,12 @@ fn assert_no_response(frames: &[server_support::Frame], ids: &[i64]) {
 fn cancel_while_queued_never_starts_and_sends_nothing() {
     let mut server = Fixture::start(&["--max-concurrent", "1"]);
     server.call(1, "slow", json!({"ms": 30_000}));
-    server.wait_stderr(&["tool started", "id=1"], WAIT);
+    server.wait_started(1, WAIT);
     server.call(2, "slow", json!({"ms": 30_000}));
     server.cancel(json!(2));
-    server.wait_stderr(&["cancellation", "id=2", "state=\"queued\""], WAIT);
+    server.wait_cancellation(2, "queued", WAIT);
 
+    // Answered at once although the only slot is taken.
     let sent = Instant::now();
     server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
     assert_eq!(server.response(3, SECOND_REQUEST)["result"], json!({}));
@@ -44,7 +48,7 @@ fn cancel_while_queued_never_starts_and_sends_nothing() {
 
     // Free the only slot; a tool call now runs at once.
     server.cancel(json!(1));
-    server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
+    server.wait_cancellation(1, "running", WAIT);
     let sent = Instant::now();
     server.call(4, "echo", json!({"text": "after"}));
     assert_eq!(server.response(4, SECOND_REQUEST)["result"]["content"][0]["text"], "after");
@@ -53,8 +57,7 @@ fn cancel_while_queued_never_starts_and_sends_nothing() {
     let done = server.finish();
     assert!(done.status.success());
     assert_no_response(&done.frames, &[1, 2]);
-    assert!(!done.stderr.contains("id=2 tool=\"slow\""), "request 2 started:\n{}", done.stderr);
-    assert!(!done.stderr.contains("request started id=2"), "request 2 started:\n{}", done.stderr);
+    assert_eq!(done.report["tools_started"], json!([1, 4]), "request 2 never started");
     assert_eq!(done.report["cancels"]["queued"], 1);
     assert_eq!(done.report["cancels"]["running"], 1);
     assert_eq!(done.report["cancelled_at_shutdown"], 0);
@@ -101,7 +104,7 @@ fn cancel_during_remote_read_closes_the_connection() {
 
     let mut server = Fixture::start(&[]);
     server.call(1, "slow_read", json!({"addr": addr}));
-    server.wait_stderr(&["connected", "id=1"], WAIT);
+    server.wait_report(lib_server::CONNECTED, WAIT, |fields| fields["id"] == 1);
     // The read is under way: some bytes have flowed.
     let flowing = Instant::now() + WAIT;
     while streamed.load(std::sync::atomic::Ordering::Relaxed) < 10 {
@@ -110,7 +113,7 @@ fn cancel_during_remote_read_closes_the_connection() {
     }
     let cancelled = Instant::now();
     server.cancel(json!(1));
-    server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
+    server.wait_cancellation(1, "running", WAIT);
 
     server.call(2, "echo", json!({"text": "next"}));
     assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "next");
@@ -138,10 +141,12 @@ fn cancel_during_subprocess_kills_the_process_group() {
     assert_eq!(progress["params"]["progressToken"], "p1");
     let message = progress["params"]["message"].as_str().unwrap();
     let pid: u32 = message.strip_prefix("pid ").unwrap().parse().unwrap();
+    let spawned = server.wait_report(lib_server::CHILD_SPAWNED, WAIT, |fields| fields["id"] == 1);
+    assert_eq!(spawned["pid"], pid, "the progress message and the report name the same child");
     assert!(eventually(WAIT, || live_group_members(pid).len() == 3), "sh and two sleeps run in group {pid}");
 
     server.cancel(json!(1));
-    server.wait_stderr(&["cancellation", "id=1", "state=\"running\""], WAIT);
+    server.wait_cancellation(1, "running", WAIT);
     server.call(2, "echo", json!({"text": "next"}));
     assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "next");
 
@@ -168,9 +173,11 @@ fn cancel_after_response_started_completes_the_frame() {
     let first = server.first_stdout_read(2 * WAIT);
     assert!(first > 0 && first < BYTES, "the frame is partly out: {first} bytes read");
     server.cancel(json!(1));
-    server.wait_stderr(&["cancellation", "id=1", "state=\"writing\""], WAIT);
+    server.wait_cancellation(1, "writing", WAIT);
     server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
-    thread::sleep(Duration::from_millis(50));
+    // The ping is read while stdout is still blocked: stdin never waits for
+    // stdout. (Its answer can only come after the late frame.)
+    server.wait_stdin_read(WAIT);
 
     server.resume_stdout();
     // The host side ignores the late response: it only checks that the frame
@@ -209,8 +216,10 @@ fn late_unknown_and_malformed_cancels_are_harmless() {
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled"}));
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"x": 1}}}));
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": "no id"}}));
-    server.wait_stderr(&["initialize cannot be cancelled", "id=0"], WAIT);
-    server.wait_stderr(&["cancellation", "id=999", "done-or-unknown"], WAIT);
+    server.wait_report(lib_server::TRACE, WAIT, |fields| {
+        fields["message"] == "cancellation ignored: initialize cannot be cancelled" && fields["id"] == "0"
+    });
+    server.wait_cancellation(999, "done-or-unknown", WAIT);
 
     let sent = Instant::now();
     server.call(2, "echo", json!({"text": "still here"}));

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use mcp_framer_e2e::lib_server::report as lib_server;
+use mcp_framer_e2e::{report, support};
 use mcp_framer_stdio::host::{RequestError, Session, SessionConfig};
 use serde_json::{Value, json};
 
@@ -46,13 +48,16 @@ async fn host_ignores_every_response_that_races_its_cancellation() {
     let Ok((cancels_sent, completed_first)) = tokio::time::timeout(WATCHDOG, exchange).await else {
         panic!("WATCHDOG: the exchange with lib_server (pid {pid:?}) hung; stderr:\n{}", session.stderr_tail());
     };
-    assert_eq!(cancels_sent + completed_first, ROUNDS);
+    // Each round's outcome was asserted as it happened; the host's own
+    // counters must agree with what the rounds saw.
     let metrics = session.metrics();
-    let report = tokio::time::timeout(WATCHDOG, session.shutdown()).await.expect("WATCHDOG: shutdown hung");
+    assert_eq!(metrics.cancellations_sent, cancels_sent, "{metrics:?}");
+    assert_eq!(metrics.requests_sent, 2 * ROUNDS, "{metrics:?}");
+    assert_eq!(metrics.responses, completed_first + ROUNDS, "matched: the uncancelled calls and every ping");
+    let report = support::watchdog(WATCHDOG, "the shutdown of lib_server", session.shutdown()).await;
     assert!(report.exit_status.is_some_and(|s| s.success()), "{:?}", report.exit_status);
 
-    let line = report.stderr_tail.lines().find_map(|l| l.strip_prefix("report: ")).expect("server report");
-    let server: Value = serde_json::from_str(line).unwrap();
+    let server: Value = report::last(&report.stderr_tail, lib_server::REPORT).expect("server report");
     let cancels = &server["cancels"];
     let count = |state: &str| cancels[state].as_u64().unwrap();
     assert_eq!(count("queued") + count("running") + count("writing") + count("ignored"), cancels_sent, "{server}");
@@ -60,6 +65,10 @@ async fn host_ignores_every_response_that_races_its_cancellation() {
     // response out; the host, having given up on it, ignored it as late.
     assert_eq!(metrics.late_responses, count("writing") + count("ignored"), "{server}");
     assert_eq!(server["requests"], 2 * ROUNDS);
+    // Every frame the server wrote: the responses that won the race, the
+    // late ones, and the pings; a request cancelled while queued or running
+    // sent nothing.
+    assert_eq!(server["frames_out"], completed_first + count("writing") + count("ignored") + ROUNDS, "{server}");
     assert_eq!(server["malformed"], 0);
     eprintln!(
         "cancellations: sent {cancels_sent}, queued {}, running {}, writing {}, done {}; \

@@ -8,9 +8,13 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
+use mcp_framer_e2e::lib_server::report as lib_server;
+use mcp_framer_e2e::report;
+use mcp_framer_e2e::support::eventually;
+use mcp_framer_e2e::support::proc::live_group_members;
 use mcp_framer_jsonrpc::{self as envelope, Kind};
 use serde_json::{Value, json};
-use server_support::{Fixture, SECOND_REQUEST, eventually, live_group_members};
+use server_support::{Fixture, SECOND_REQUEST};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -46,11 +50,24 @@ fn panics_and_logs_in_handlers_never_reach_stdout() {
         let text = frame.json().to_string();
         assert!(!text.contains("LOGTEXT") && !text.contains("boom-in-handler"), "log or panic text on stdout: {text}");
     }
-    for line in ["boom-in-handler", "info: LOGTEXT-7", "warn: LOGTEXT-7", "error: LOGTEXT-7", "eprintln: LOGTEXT-7"] {
+    // The tracing events, as the fixture's structured `trace` lines.
+    let logged: Vec<(Value, Value)> = report::all(&done.stderr, lib_server::TRACE)
+        .filter(|fields| fields["message"].as_str().is_some_and(|m| m.ends_with(": LOGTEXT-7")))
+        .map(|fields| (fields["level"].clone(), fields["message"].clone()))
+        .collect();
+    assert_eq!(
+        logged,
+        [("INFO", "info: LOGTEXT-7"), ("WARN", "warn: LOGTEXT-7"), ("ERROR", "error: LOGTEXT-7")]
+            .map(|(level, message)| (json!(level), json!(message))),
+        "{}",
+        done.stderr
+    );
+    // Raw text that reaches stderr outside tracing (the panic hook's message,
+    // `eprintln!`, and `println!`, which serve_stdio pointed at stderr): the
+    // text itself is what must arrive, so it is the oracle.
+    for line in ["boom-in-handler", "eprintln: LOGTEXT-7", "println: LOGTEXT-7"] {
         assert!(done.stderr.contains(line), "{line:?} missing from stderr:\n{}", done.stderr);
     }
-    // `println!` in a handler: serve_stdio pointed fd 1 at stderr.
-    assert!(done.stderr.contains("println: LOGTEXT-7"), "stray println lost:\n{}", done.stderr);
     assert_eq!(done.report["handler_panics"], 1);
 }
 
@@ -126,7 +143,7 @@ fn stdin_eof_finishes_short_work_and_cancels_the_rest() {
     let progress = server.notification("notifications/progress", WAIT);
     let pid: u32 = progress["params"]["message"].as_str().unwrap()[4..].parse().unwrap();
     server.call(1, "slow", json!({"ms": 200}));
-    server.wait_stderr(&["tool started", "id=1"], WAIT);
+    server.wait_started(1, WAIT);
 
     let closed = Instant::now();
     let done = server.finish();
@@ -156,7 +173,9 @@ fn stdin_eof_exits_within_the_bound_when_stdout_is_not_drained() {
     assert!(closed.elapsed() < Duration::from_secs(3), "took {:?}", closed.elapsed());
     let done = server.finish();
     assert_eq!(done.report["unflushed_frames"], 1, "{}", done.report);
-    assert!(done.stderr.contains("stdout not drained within the shutdown grace"), "{}", done.stderr);
+    // The operator is told too: one warning carrying the same count.
+    let warned = report::all(&done.stderr, lib_server::TRACE).filter(|fields| fields["unflushed"] == 1);
+    assert_eq!(warned.map(|fields| fields["level"].clone()).collect::<Vec<_>>(), ["WARN"], "{}", done.stderr);
     assert_eq!(done.frames.len(), 1);
     let truncated = done.frames[0].value.as_ref().unwrap_err();
     assert!(truncated.starts_with("Truncated"), "{truncated}");

@@ -2,8 +2,8 @@
 //! spawning the `hostile_server` fixture in a [`Session`], the watchdog, and
 //! small JSON helpers.
 //!
-//! Watchdog: every test body runs inside [`watchdog`], a
-//! `tokio::time::timeout`. When it fires, the body's future is dropped, which
+//! Watchdog: every test body runs inside [`watchdog`], the fixture library's
+//! `support::watchdog` (a `tokio::time::timeout`) with the host limit. When it fires, the body's future is dropped, which
 //! drops its `Session`s; a dropped session's supervisor SIGKILLs the child's
 //! process group, and the runtime's shutdown drops the `Child` itself, which
 //! was spawned with `kill_on_drop`. Then the test fails loudly. A panicking
@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use mcp_framer_e2e::{report, support};
 use mcp_framer_stdio::host::{Inbound, Received, Session, SessionConfig, ShutdownConfig};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -25,10 +26,7 @@ pub const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// Runs `body` under the watchdog; see the module documentation.
 pub async fn watchdog<F: Future>(what: &str, body: F) -> F::Output {
-    match tokio::time::timeout(WATCHDOG, body).await {
-        Ok(output) => output,
-        Err(_) => panic!("watchdog: {what} did not finish within {WATCHDOG:?}; its server was killed"),
-    }
+    support::watchdog(WATCHDOG, what, body).await
 }
 
 /// The fixture server command with `args`.
@@ -102,9 +100,11 @@ pub fn drain_now(inbound: &mut mpsc::Receiver<Inbound>) -> Vec<Inbound> {
 
 /// Waits (at most 2 s) until `condition` holds for the session.
 pub async fn eventually(session: &Session, what: &str, condition: impl Fn(&Session) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !condition(session) {
-        assert!(Instant::now() < deadline, "{what} did not happen within 2 s; metrics: {:?}", session.metrics());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let held = support::eventually_async(Duration::from_secs(2), || condition(session)).await;
+    assert!(held, "{what} did not happen within 2 s; metrics: {:?}", session.metrics());
+}
+
+/// The fields of every `tag` report line in the session's stderr tail.
+pub fn reports(session: &Session, tag: &str) -> Vec<Value> {
+    report::all(&session.stderr_tail(), tag).collect()
 }

@@ -1,17 +1,21 @@
 //! Drives the `lib_server` fixture over real pipes for the `server_*` process
 //! tests: a stdout reader thread framing with `mcp_framer::Framer`, a stderr
-//! collector, and a watchdog that kills the child and fails loudly.
+//! collector that reads the fixture's report lines, and a watchdog (the
+//! fixture library's `ChildWatchdog`) that kills the child and fails loudly.
 
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::io::{Read, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mcp_framer::{Config, Event, Framer};
+use mcp_framer_e2e::lib_server::report as lib_server;
+use mcp_framer_e2e::report;
+use mcp_framer_e2e::support::proc::threads;
+use mcp_framer_e2e::support::{ChildWatchdog, eventually, unread_bytes};
 use serde_json::{Value, json};
 
 /// The watchdog's limit for one fixture run.
@@ -56,7 +60,7 @@ pub struct Finished {
     pub stderr: String,
     /// The exit status.
     pub status: ExitStatus,
-    /// The `report: {json}` line the fixture prints at exit.
+    /// The fields of the `report` line the fixture prints at exit.
     pub report: Value,
 }
 
@@ -75,8 +79,7 @@ pub struct Fixture {
     first_read: Option<mpsc::Receiver<usize>>,
     stdout_thread: Option<JoinHandle<()>>,
     stderr_thread: Option<JoinHandle<()>>,
-    watchdog_done: Option<mpsc::Sender<()>>,
-    timed_out: Arc<AtomicBool>,
+    watchdog: Option<ChildWatchdog>,
 }
 
 impl Fixture {
@@ -106,18 +109,12 @@ impl Fixture {
         let mut stderr_pipe = child.stderr.take().expect("stderr");
         let child = Arc::new(Mutex::new(child));
 
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let timed_out = Arc::new(AtomicBool::new(false));
-        {
-            let (child, timed_out) = (Arc::clone(&child), Arc::clone(&timed_out));
-            thread::spawn(move || {
-                if done_rx.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
-                    timed_out.store(true, Ordering::SeqCst);
-                    eprintln!("WATCHDOG: lib_server still running after {WATCHDOG:?}; killing it");
-                    let _ = child.lock().unwrap().kill();
-                }
-            });
-        }
+        let watchdog = {
+            let child = Arc::clone(&child);
+            ChildWatchdog::arm(WATCHDOG, "lib_server", move || {
+                let _ = child.lock().unwrap().kill();
+            })
+        };
 
         let stderr = Arc::new(Mutex::new(String::new()));
         let stderr_thread = {
@@ -178,8 +175,7 @@ impl Fixture {
             first_read: Some(first_rx),
             stdout_thread: Some(stdout_thread),
             stderr_thread: Some(stderr_thread),
-            watchdog_done: Some(done_tx),
-            timed_out,
+            watchdog: Some(watchdog),
         }
     }
 
@@ -272,21 +268,46 @@ impl Fixture {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// Waits up to `timeout` for a stderr line containing every one of
-    /// `needles`; returns it.
-    pub fn wait_stderr(&self, needles: &[&str], timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(line) = self.stderr().lines().find(|l| needles.iter().all(|n| l.contains(n))) {
-                return line.to_owned();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no stderr line with {needles:?} within {timeout:?}:\n{}",
-                self.stderr()
-            );
-            thread::sleep(Duration::from_millis(5));
-        }
+    /// Waits up to `timeout` for a report line with `tag` (see
+    /// `mcp_framer_e2e::lib_server::report`) whose fields satisfy `wanted`;
+    /// returns the fields.
+    pub fn wait_report(&self, tag: &str, timeout: Duration, wanted: impl Fn(&Value) -> bool) -> Value {
+        let mut found = None;
+        let held = eventually(timeout, || {
+            found = report::all(&self.stderr(), tag).find(&wanted);
+            found.is_some()
+        });
+        assert!(held, "no {tag:?} report as wanted within {timeout:?}; stderr:\n{}", self.stderr());
+        found.unwrap_or(Value::Null)
+    }
+
+    /// Waits for the `tool_started` report of request `id`.
+    pub fn wait_started(&self, id: i64, timeout: Duration) -> Value {
+        self.wait_report(lib_server::TOOL_STARTED, timeout, |fields| fields["id"] == id)
+    }
+
+    /// Waits until the serve loop has logged (as a `trace` report line) the
+    /// cancellation of request `id` and the `state` it found the request
+    /// in: the loop's only signal while it runs; the final report counts the
+    /// same states.
+    pub fn wait_cancellation(&self, id: i64, state: &str, timeout: Duration) -> Value {
+        self.wait_report(lib_server::TRACE, timeout, |fields| {
+            fields["message"] == "cancellation"
+                && fields["id"].as_str() == Some(&*id.to_string())
+                && fields["state"] == state
+        })
+    }
+
+    /// Waits up to `timeout` until the fixture has read every byte written
+    /// to its stdin so far (the pipe holds none); panics if it has not.
+    pub fn wait_stdin_read(&self, timeout: Duration) {
+        let stdin = self.stdin.as_ref().expect("stdin open");
+        let mut unread = 0;
+        let held = eventually(timeout, || {
+            unread = unread_bytes(stdin).expect("FIONREAD on stdin");
+            unread == 0
+        });
+        assert!(held, "{unread} bytes of stdin still unread after {timeout:?}; stderr:\n{}", self.stderr());
     }
 
     /// For a paused fixture: waits for the first stdout read; its byte count.
@@ -307,16 +328,12 @@ impl Fixture {
     /// Waits up to `timeout` for the fixture to exit, whether or not its
     /// stdout is being read; `None` if it is still running.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.lock().unwrap().try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        let mut status = None;
+        eventually(timeout, || {
+            status = self.child.lock().unwrap().try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status
     }
 
     /// Closes stdin, waits for the fixture to exit (within the watchdog) and
@@ -332,14 +349,10 @@ impl Fixture {
         }
         self.stderr_thread.take().unwrap().join().expect("stderr reader");
         let status = self.child.lock().unwrap().wait().expect("wait");
-        drop(self.watchdog_done.take());
-        assert!(!self.timed_out.load(Ordering::SeqCst), "WATCHDOG fired: lib_server hung; stderr:\n{}", self.stderr());
+        let fired = self.watchdog.take().is_some_and(ChildWatchdog::disarm);
+        assert!(!fired, "WATCHDOG fired: lib_server hung; stderr:\n{}", self.stderr());
         let stderr = self.stderr();
-        let report = stderr
-            .lines()
-            .find_map(|l| l.strip_prefix("report: "))
-            .map(|json| serde_json::from_str(json).expect("report is JSON"))
-            .unwrap_or(Value::Null);
+        let report = report::last(&stderr, lib_server::REPORT).unwrap_or(Value::Null);
         Finished { frames: std::mem::take(&mut self.frames), stderr, status, report }
     }
 }
@@ -351,55 +364,5 @@ impl Drop for Fixture {
             let _ = self.child.lock().unwrap().kill();
             let _ = self.child.lock().unwrap().wait();
         }
-    }
-}
-
-/// Pids of the live (not zombie) processes in process group `pgid`. Killed
-/// grandchildren are orphans only PID 1 can reap, so they may linger as
-/// zombies: dead, holding nothing but their pid.
-pub fn live_group_members(pgid: u32) -> Vec<u32> {
-    let mut live = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        // "pid (comm) state ppid pgrp ...": comm may hold spaces.
-        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
-        if fields[2] == pgid.to_string() && fields[0] != "Z" {
-            live.push(pid);
-        }
-    }
-    live
-}
-
-/// One line per thread of `pid`: name, state and kernel wait channel (for
-/// diagnosing a hang).
-pub fn threads(pid: u32) -> String {
-    let mut out = String::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
-        let path = task.path();
-        let read = |name: &str| std::fs::read_to_string(path.join(name)).unwrap_or_default();
-        let stat = read("stat");
-        let state = stat.get(stat.rfind(')').map_or(0, |i| i + 2)..).unwrap_or("").split(' ').next().unwrap_or("");
-        out.push_str(&format!("  {} {} {}\n", read("comm").trim(), state, read("wchan")));
-    }
-    out
-}
-
-/// Whether `/proc/<pid>` exists (a zombie not yet reaped still has one).
-pub fn pid_exists(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Polls `condition` every 10 ms for up to `timeout`.
-pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }

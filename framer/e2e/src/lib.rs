@@ -1,0 +1,33 @@
+//! Fixture MCP servers and the helpers shared by every test that spawns a
+//! real process.
+//!
+//! * [`hostile`]: a misbehaving server written without the library (blocks
+//!   in `write(2)`, writes junk on stdout, dies mid-frame, ...), the peer the
+//!   host transport is tested against. Binary: `hostile_server`.
+//! * [`lib_server`]: a server built on `mcp_framer_stdio::server`, offering
+//!   the tools the server-side process tests need. Binary: `lib_server`.
+//! * [`report`]: the machine-readable stderr lines both fixtures write.
+//! * [`support`]: watchdogs, polling, and process-group checks for the tests.
+//!
+//! The binaries are thin: each calls its module's `main`. The `deadlock`
+//! example runs the hostile fixture by re-executing itself with
+//! `--serve-hostile`, so it needs no separately built binary.
+//!
+//! Unix only, like `mcp-framer-stdio`.
+
+pub mod hostile;
+pub mod lib_server;
+pub mod report;
+pub mod support;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// Parses a fixture's command line; on `--help` or an error, prints what
+/// clap has to say and returns the exit code to end with (0 or 2).
+fn parse_args<A: clap::Parser>(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<A, ExitCode> {
+    A::try_parse_from(argv).map_err(|err| {
+        let _ = err.print();
+        ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+    })
+}

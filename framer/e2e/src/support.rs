@@ -1,0 +1,213 @@
+//! Helpers shared by the process tests (`tests/host_support`,
+//! `tests/server_support`, and the tests that drive a fixture directly):
+//! watchdogs, polling for a condition, and process checks through `/proc`.
+//!
+//! Every test that spawns a process runs under a watchdog: [`watchdog`] for
+//! async bodies (a timeout that drops the body, and with it the sessions
+//! whose supervisors kill their servers), [`ChildWatchdog`] for blocking
+//! code (a thread that kills the child when the limit passes).
+
+use std::future::Future;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// How often [`eventually`] and [`eventually_async`] poll.
+pub const POLL: Duration = Duration::from_millis(5);
+
+/// Runs `body` for at most `limit`; panics, naming `what`, when the limit
+/// passes. The body's future is dropped first, so every session and
+/// `kill_on_drop` child it owns is killed.
+pub async fn watchdog<F: Future>(limit: Duration, what: &str, body: F) -> F::Output {
+    match tokio::time::timeout(limit, body).await {
+        Ok(output) => output,
+        Err(_) => panic!("watchdog: {what} did not finish within {limit:?}; its server was killed"),
+    }
+}
+
+/// A thread that runs `on_fire` (which kills the child) unless disarmed
+/// within the limit.
+#[derive(Debug)]
+pub struct ChildWatchdog {
+    disarm: Option<mpsc::Sender<()>>,
+    fired: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ChildWatchdog {
+    /// Starts the watchdog: after `limit` it prints a line naming `what` on
+    /// stderr and calls `on_fire`.
+    pub fn arm(limit: Duration, what: impl Into<String>, on_fire: impl FnOnce() + Send + 'static) -> Self {
+        let (disarm, disarmed) = mpsc::channel::<()>();
+        let fired = Arc::new(AtomicBool::new(false));
+        let what = what.into();
+        let thread = {
+            let fired = Arc::clone(&fired);
+            thread::spawn(move || {
+                if disarmed.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
+                    fired.store(true, Ordering::SeqCst);
+                    eprintln!("WATCHDOG: {what} still running after {limit:?}; killing it");
+                    on_fire();
+                }
+            })
+        };
+        Self { disarm: Some(disarm), fired, thread: Some(thread) }
+    }
+
+    /// Whether the watchdog has fired.
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Stops the watchdog; whether it had fired.
+    pub fn disarm(mut self) -> bool {
+        self.stop();
+        self.fired()
+    }
+
+    fn stop(&mut self) {
+        drop(self.disarm.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ChildWatchdog {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Polls `condition` every [`POLL`] for up to `timeout`; whether it held.
+pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(held) = settled(deadline, &mut condition) {
+            return held;
+        }
+        thread::sleep(POLL);
+    }
+}
+
+/// [`eventually`] for async code: sleeps with tokio between polls.
+pub async fn eventually_async(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(held) = settled(deadline, &mut condition) {
+            return held;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// One poll: `Some(true)` if `condition` holds, `Some(false)` if not and
+/// `deadline` has passed, `None` to poll again.
+fn settled(deadline: Instant, condition: &mut impl FnMut() -> bool) -> Option<bool> {
+    if condition() {
+        Some(true)
+    } else if Instant::now() >= deadline {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Bytes written into the pipe `fd` (either end) and not yet read by the
+/// other side (`FIONREAD`). Zero on the write end of a child's stdin means
+/// the child has read everything sent so far.
+pub fn unread_bytes(fd: impl AsFd) -> io::Result<u64> {
+    Ok(rustix::io::ioctl_fionread(fd)?)
+}
+
+/// Checks of other processes through Linux's `/proc`.
+pub mod proc {
+    /// Pids of the live (not zombie) processes in process group `pgid`.
+    /// Killed grandchildren are orphans only PID 1 can reap, so they may
+    /// linger as zombies: dead, holding nothing but their pid.
+    pub fn live_group_members(pgid: u32) -> Vec<u32> {
+        let mut live = Vec::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return live };
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // "pid (comm) state ppid pgrp ...": comm may hold spaces.
+            let Some(close) = stat.rfind(')') else { continue };
+            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
+                live.push(pid);
+            }
+        }
+        live
+    }
+
+    /// One line per thread of `pid`: name, state and kernel wait channel
+    /// (for diagnosing a hang).
+    pub fn threads(pid: u32) -> String {
+        let mut out = String::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let path = task.path();
+            let read = |name: &str| std::fs::read_to_string(path.join(name)).unwrap_or_default();
+            let stat = read("stat");
+            let state = stat.get(stat.rfind(')').map_or(0, |i| i + 2)..).unwrap_or("").split(' ').next().unwrap_or("");
+            out.push_str(&format!("  {} {} {}\n", read("comm").trim(), state, read("wchan")));
+        }
+        out
+    }
+
+    /// Whether `/proc/<pid>` exists (a zombie not yet reaped still has one).
+    pub fn pid_exists(pid: u32) -> bool {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watchdog_fires_only_when_not_disarmed_in_time() {
+        let (tx, rx) = mpsc::channel();
+        let quiet = ChildWatchdog::arm(Duration::from_secs(60), "quiet", move || tx.send(()).unwrap());
+        assert!(!quiet.disarm());
+        assert!(rx.try_recv().is_err(), "a disarmed watchdog never fires");
+
+        let (tx, rx) = mpsc::channel();
+        let loud = ChildWatchdog::arm(Duration::from_millis(1), "loud", move || tx.send(()).unwrap());
+        rx.recv_timeout(Duration::from_secs(10)).expect("fired");
+        assert!(loud.disarm());
+    }
+
+    #[test]
+    fn eventually_reports_whether_the_condition_held() {
+        let mut polls = 0;
+        assert!(eventually(Duration::from_secs(5), || {
+            polls += 1;
+            polls == 3
+        }));
+        assert!(!eventually(Duration::from_millis(20), || false));
+    }
+
+    #[test]
+    fn unread_bytes_counts_what_the_reader_has_not_taken() {
+        use std::io::{Read, Write};
+        let (mut reader, mut writer) = std::io::pipe().unwrap();
+        writer.write_all(b"hello").unwrap();
+        assert_eq!(unread_bytes(&writer).unwrap(), 5);
+        let mut buf = [0; 5];
+        reader.read_exact(&mut buf).unwrap();
+        assert_eq!(unread_bytes(&writer).unwrap(), 0);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_in_its_own_group_listing() {
+        let me = std::process::id();
+        assert!(proc::pid_exists(me));
+        let pgid = rustix::process::getpgrp().as_raw_nonzero().get().unsigned_abs();
+        assert!(proc::live_group_members(pgid).contains(&me));
+        assert!(!proc::threads(me).is_empty());
+    }
+}
