@@ -75,6 +75,7 @@ impl ByteBound {
     }
 
     /// The bound, in bytes (after clamping).
+    #[cfg_attr(not(feature = "host"), allow(dead_code))] // the server never asks
     pub(crate) fn max(&self) -> usize {
         self.max
     }

@@ -101,6 +101,8 @@ struct Lines {
 }
 
 impl Lines {
+    // Field by field: the core `Config` may not be built by a literal.
+    #[allow(clippy::field_reassign_with_default)]
     fn new(level: StderrLog) -> Lines {
         let mut config = Config::default();
         config.max_frame = MAX_LOGGED_LINE;
