@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use host_support::{config, spawn, tool, watchdog};
-use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, Skipped};
+use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, SkippedFrame};
 use serde_json::json;
 
 #[tokio::test]
@@ -29,7 +29,7 @@ async fn a_child_dying_mid_frame_is_truncated_and_pending_requests_fail_with_its
             assert!(message.contains("exit status: 3"), "{message}");
             assert!(message.contains("exit_mid_frame: wrote"), "the stderr tail is quoted: {message}");
         }
-        let Some(Inbound::Skipped(Skipped::Truncated { len, oversize: false })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Truncated { len, oversize: false })) = inbound.recv().await else {
             panic!("the partial frame is reported")
         };
         let metrics = session.metrics();
