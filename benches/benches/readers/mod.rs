@@ -190,11 +190,9 @@ pub fn spawn_host_reader(
     max_wait: Duration,
 ) -> (JoinHandle<ReaderReport>, mpsc::Receiver<Inbound>, Arc<Metrics>) {
     let (tx, rx) = mpsc::channel(capacity);
-    let config = ReaderConfig {
-        framer: Config::with_max_frame(MAX_FRAME),
-        overload: Overload { policy: OverloadPolicy::Drop, max_wait, ..Overload::default() },
-        ..ReaderConfig::default()
-    };
+    let config = ReaderConfig::default()
+        .with_framer(Config::with_max_frame(MAX_FRAME))
+        .with_overload(Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(max_wait));
     let reader = Reader::new(config, tx);
     let metrics = reader.metrics();
     (reader.spawn(input), rx, metrics)

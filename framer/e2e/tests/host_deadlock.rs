@@ -18,7 +18,7 @@ use host_support::{config, fixture_stats, payload, ping_within_a_second, spawn, 
 use mcp_framer::{Config, OversizePolicy};
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_e2e::report;
-use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, Skipped};
+use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, SkippedFrame};
 use serde_json::json;
 
 const EIGHT_MIB: usize = 8 << 20;
@@ -126,16 +126,17 @@ async fn the_transport_refuses_the_same_response_by_its_limit_and_the_child_fini
     watchdog("8 MiB over a 1 MiB limit", async {
         let limit = 1 << 20;
         let mut config = config();
-        config.reader = ReaderConfig {
-            framer: Config { max_frame: limit, oversize: OversizePolicy::Skip, ..Config::default() },
-            ..ReaderConfig::default()
-        };
+        config.reader = ReaderConfig::default().with_framer(Config {
+            max_frame: limit,
+            oversize: OversizePolicy::Skip,
+            ..Config::default()
+        });
         let (session, mut inbound) = spawn(config);
         let request = session.start("tools/call", &tool("big", json!({"bytes": EIGHT_MIB}))).await.expect("sent");
         // A frame discarded by the limit is never parsed, so its id is
         // unknown: the application sees the report and gives up on the
         // request it was waiting for.
-        let Some(Inbound::Skipped(Skipped::Oversize { len })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len })) = inbound.recv().await else {
             panic!("the oversize frame is reported")
         };
         assert!(len > EIGHT_MIB as u64);

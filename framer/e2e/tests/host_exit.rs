@@ -10,7 +10,7 @@ use std::time::Duration;
 use host_support::{config, spawn, tool, watchdog};
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_e2e::report;
-use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, Skipped};
+use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, SkippedFrame};
 use serde_json::json;
 
 #[tokio::test]
@@ -38,7 +38,7 @@ async fn a_child_dying_mid_frame_is_truncated_and_pending_requests_fail_with_its
             assert_eq!(quoted["code"], 3, "{quoted}");
             assert!(quoted["written"].as_u64() < quoted["frame_len"].as_u64(), "{quoted}");
         }
-        let Some(Inbound::Skipped(Skipped::Truncated { len, oversize: false })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Truncated { len, oversize: false })) = inbound.recv().await else {
             panic!("the partial frame is reported")
         };
         let metrics = session.metrics();

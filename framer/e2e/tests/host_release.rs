@@ -13,20 +13,18 @@ use std::time::Duration;
 use host_support::{config, eventually, payload, ping_within_a_second, reports, spawn, text, tool, watchdog};
 use mcp_framer::{Config, FrameError, OversizePolicy};
 use mcp_framer_e2e::hostile::report as hostile;
-use mcp_framer_stdio::host::{CloseReason, Inbound, ReaderConfig, RequestError, Session, SessionConfig, Skipped};
+use mcp_framer_stdio::host::{CloseReason, Inbound, ReaderConfig, RequestError, Session, SessionConfig, SkippedFrame};
 use serde_json::json;
 
 /// The transport limit used by the limit tests.
 const LIMIT: usize = 64 * 1024;
 
 fn limited(oversize: OversizePolicy) -> SessionConfig {
-    SessionConfig {
-        reader: ReaderConfig {
-            framer: Config { max_frame: LIMIT, oversize, ..Config::default() },
-            ..ReaderConfig::default()
-        },
-        ..config()
-    }
+    config().with_reader(ReaderConfig::default().with_framer(Config {
+        max_frame: LIMIT,
+        oversize,
+        ..Config::default()
+    }))
 }
 
 /// A `sized` tool call whose response line is exactly `frame_bytes` long.
@@ -55,7 +53,7 @@ async fn a_response_just_over_the_limit_is_skipped_and_the_session_continues() {
     watchdog("just over the limit, Skip", async {
         let (session, mut inbound) = spawn(limited(OversizePolicy::Skip));
         let request = session.start("tools/call", &sized(LIMIT + 1)).await.expect("sent");
-        let Some(Inbound::Skipped(Skipped::Oversize { len })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len })) = inbound.recv().await else {
             panic!("the oversize frame is reported")
         };
         assert_eq!(len, LIMIT as u64 + 1);
@@ -140,12 +138,12 @@ async fn malformed_json_is_counted_reported_and_skipped() {
         let (session, mut inbound) = spawn(config());
         let response = session.request("tools/call", &tool("malformed", json!({}))).await.expect("ok");
         assert_eq!(text(&response), "malformed line sent before this frame");
-        let Some(Inbound::Skipped(Skipped::Invalid { error, excerpt, len })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Invalid { error, excerpt, len })) = inbound.recv().await else {
             panic!("the malformed line is reported")
         };
         assert_eq!(error.code(), -32700);
-        assert!(excerpt.as_str().starts_with(r#"{"jsonrpc":"2.0","id":@@garbage"#), "{excerpt:?}");
-        assert!(len <= 120 || excerpt.is_cut());
+        assert!(excerpt.to_text().starts_with(r#"{"jsonrpc":"2.0","id":@@garbage"#), "{excerpt:?}");
+        assert!(len <= 120 || !excerpt.is_whole());
         let metrics = session.metrics();
         assert_eq!((metrics.parse_errors, metrics.non_json_lines, metrics.frames), (1, 0, 2));
         ping_within_a_second(&session).await;
@@ -168,7 +166,9 @@ async fn noisy_stderr_never_blocks_the_session() {
         let metrics = session.metrics();
         assert!(metrics.stderr_lines > flood as u64 / 100, "{} lines", metrics.stderr_lines);
         let tail = session.stderr_tail();
-        assert!(tail.len() <= 64 * 1024 + 3 && tail.len() > 32 * 1024, "tail of {} bytes", tail.len());
+        // The last 64 KiB, after a marker line with the counts.
+        assert!(tail.starts_with("[preview: last "), "{}", &tail[..100]);
+        assert!(tail.len() <= 64 * 1024 + 100 && tail.len() > 32 * 1024, "tail of {} bytes", tail.len());
         assert!(tail.contains("WARN stderr_flood line"));
         session.shutdown().await;
     })
@@ -182,10 +182,10 @@ async fn an_accidental_log_line_on_stdout_is_reported_and_skipped() {
         let line = "INFO server started on port 8080 \u{1f680}";
         let response = session.request("tools/call", &tool("log_line", json!({"text": line}))).await.expect("ok");
         assert_eq!(text(&response), "log line sent before this frame");
-        let Some(Inbound::Skipped(Skipped::NotJson { len, excerpt })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::NotJson { len, excerpt })) = inbound.recv().await else {
             panic!("the log line is reported")
         };
-        assert_eq!((len, excerpt.as_str(), excerpt.is_cut()), (line.len(), line, false));
+        assert_eq!((len, excerpt.to_text(), excerpt.is_whole()), (line.len(), line.to_owned(), true));
         let metrics = session.metrics();
         assert_eq!((metrics.parse_errors, metrics.non_json_lines), (1, 1));
         ping_within_a_second(&session).await;

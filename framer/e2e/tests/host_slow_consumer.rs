@@ -64,25 +64,16 @@ async fn with_the_defaults_a_slow_consumer_does_not_hold_the_child_in_write() {
     watchdog("slow consumer", async {
         // The default overload policy, with a queue smaller than the stream
         // (the default capacity, 4096, would hold all of it).
-        let defaults = SessionConfig { inbound_capacity: QUEUE, ..config() };
+        let defaults = config().with_inbound_capacity(QUEUE);
         assert_eq!(defaults.reader.overload, Overload::default());
         assert_eq!(defaults.reader.overload.max_wait, Duration::ZERO);
         let decoupled = stream_to_a_slow_consumer(defaults).await;
 
         // The reference: a reader allowed to wait for the consumer longer
         // than the whole run is paced by it, as a coupled reader is.
-        let paced = SessionConfig {
-            reader: ReaderConfig {
-                overload: Overload {
-                    policy: OverloadPolicy::Drop,
-                    max_wait: Duration::from_secs(60),
-                    ..Overload::default()
-                },
-                ..ReaderConfig::default()
-            },
-            inbound_capacity: QUEUE,
-            ..config()
-        };
+        let paced = config().with_inbound_capacity(QUEUE).with_reader(ReaderConfig::default().with_overload(
+            Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_secs(60)),
+        ));
         let coupled = stream_to_a_slow_consumer(paced).await;
 
         eprintln!(

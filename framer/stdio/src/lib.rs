@@ -12,7 +12,12 @@
 //!   producer, child processes included.
 //!
 //! Neither feature implies the other. Both are unix-only: they use process
-//! groups and signals.
+//! groups and signals. With either on, the crate root has the bounded
+//! [`Preview`] both sides use (skipped lines and the stderr tail on the host,
+//! subprocess captures and body previews on the server).
+//!
+//! Each item has one path: `mcp_framer_stdio::host::…`,
+//! `mcp_framer_stdio::server::…`, or the crate root for what both share.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -23,7 +28,18 @@ compile_error!(
      The sans-IO core (`mcp-framer`) and the JSON-RPC layer (`mcp-framer-jsonrpc`) build everywhere."
 );
 
+#[cfg(any(feature = "host", feature = "server"))]
+mod bound;
+#[cfg(any(feature = "host", feature = "server"))]
+mod counter;
 #[cfg(feature = "host")]
+#[cfg_attr(docsrs, doc(cfg(feature = "host")))]
 pub mod host;
+#[cfg(any(feature = "host", feature = "server"))]
+mod preview;
 #[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
+
+#[cfg(any(feature = "host", feature = "server"))]
+pub use preview::{Keep, Preview, Previewer};

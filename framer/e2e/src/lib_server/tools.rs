@@ -4,9 +4,8 @@ use std::process::Stdio;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use mcp_framer_stdio::server::{
-    BodyLen, Budget, BytesPreview, Call, CaptureOptions, Preview, Resume, RpcError, ToolResult,
-};
+use mcp_framer_stdio::server::{Budget, Call, CaptureOptions, Resume, RpcError, ToolResult};
+use mcp_framer_stdio::{Keep, Preview};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
@@ -65,22 +64,21 @@ pub(super) async fn capture(call: Call) -> Result<ToolResult, RpcError> {
     let args = started(&call)?;
     let mut command = tokio::process::Command::new("sh");
     command.args(["-c", arg_str(&args, "script", "true")]);
-    let options = CaptureOptions {
-        stdout: Preview::HeadAndTail {
+    let mut options = CaptureOptions::default()
+        .with_stdout(Keep::HeadAndTail {
             head: arg_u64(&args, "head", 1024) as usize,
             tail: arg_u64(&args, "tail", 1024) as usize,
-        },
-        stderr: Preview::Tail(arg_u64(&args, "tail", 1024) as usize),
-        timeout: args.get("timeout_ms").and_then(Value::as_u64).map(Duration::from_millis),
-    };
+        })
+        .with_stderr(Keep::Tail(arg_u64(&args, "tail", 1024) as usize));
+    options.timeout = args.get("timeout_ms").and_then(Value::as_u64).map(Duration::from_millis);
     let run = call.capture(&mut command, options).await.map_err(RpcError::internal)?;
     let structured = json!({
         "ending": format!("{:?}", run.ending),
         "exitCode": run.status.code(),
-        "stdout": {"total": run.stdout.total_bytes, "dropped": run.stdout.dropped_bytes,
-                   "head": run.stdout.head.len(), "tail": run.stdout.tail.len()},
-        "stderr": {"total": run.stderr.total_bytes, "dropped": run.stderr.dropped_bytes,
-                   "tail": run.stderr.tail.len()},
+        "stdout": {"total": run.stdout.total_bytes(), "dropped": run.stdout.dropped_bytes(),
+                   "head": run.stdout.head().len(), "tail": run.stdout.tail().len()},
+        "stderr": {"total": run.stderr.total_bytes(), "dropped": run.stderr.dropped_bytes(),
+                   "tail": run.stderr.tail().len()},
     });
     Ok(ToolResult::text(run.summary()).with_structured(structured))
 }
@@ -153,7 +151,7 @@ pub(super) async fn preview(call: Call) -> Result<ToolResult, RpcError> {
         "binary" => (0..bytes).map(|i| (i * 7) as u8).collect(),
         _ => "ligne é\n".bytes().cycle().take(bytes).collect(),
     };
-    Ok(BytesPreview::new(&body, BodyLen::Known(bytes as u64), arg_u64(&args, "max", 1024) as usize).into_result())
+    Ok(Preview::of_prefix(&body, Some(bytes as u64), arg_u64(&args, "max", 1024) as usize).into_result())
 }
 
 pub(super) async fn panics(call: Call) -> Result<ToolResult, RpcError> {

@@ -40,13 +40,11 @@ pub fn fixture(args: &[&str]) -> Command {
 /// quickly.
 pub fn config() -> SessionConfig {
     let step = Duration::from_millis(500);
-    SessionConfig {
-        request_timeout: Duration::from_secs(5),
-        write_timeout: Duration::from_secs(2),
-        exit_grace: Duration::from_millis(300),
-        shutdown: ShutdownConfig { after_stdin: step, after_term: step, after_kill: step },
-        ..SessionConfig::default()
-    }
+    SessionConfig::default()
+        .with_request_timeout(Duration::from_secs(5))
+        .with_write_timeout(Duration::from_secs(2))
+        .with_exit_grace(Duration::from_millis(300))
+        .with_shutdown(ShutdownConfig::default().with_each(step))
 }
 
 /// Spawns the fixture (no extra args) in a session.

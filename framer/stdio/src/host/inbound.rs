@@ -1,12 +1,14 @@
 //! What the reader hands over: owned messages ([`Received`]) and reports of
-//! what it skipped ([`Skipped`]).
+//! what it skipped ([`SkippedFrame`]).
 
 use std::fmt;
 use std::ops::Range;
 
 use serde::Deserialize;
 
-use super::overload::QueuedBytes;
+use super::reader::DEFAULT_EXCERPT;
+use crate::bound::Held;
+use crate::{Keep, Preview};
 use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
 
 /// A message received from the server, owning a copy of its frame.
@@ -18,7 +20,9 @@ use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
 /// [`payload`](Received::payload) returns its raw text, a slice of the frame,
 /// and [`deserialize_payload`](Received::deserialize_payload) builds whatever
 /// type the application wants from it.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// Clones and comparisons concern the message only: a clone is the
+/// application's own copy and does not count against the queue's byte bound.
 pub struct Received {
     frame: Box<[u8]>,
     kind: Kind,
@@ -28,10 +32,32 @@ pub struct Received {
     /// value is never empty), which keeps `Received` as small as an option.
     payload: Range<usize>,
     /// The frame's bytes counted against the queue's byte bound while this
-    /// message (or a clone) lives; `None` for a message that never went
-    /// through the queue.
-    queued: Option<QueuedBytes>,
+    /// message lives; `None` for a message that never went through the
+    /// queue, and for clones.
+    queued: Option<Held>,
 }
+
+impl Clone for Received {
+    fn clone(&self) -> Self {
+        Received {
+            frame: self.frame.clone(),
+            kind: self.kind,
+            id: self.id.clone(),
+            method: self.method.clone(),
+            payload: self.payload.clone(),
+            queued: None,
+        }
+    }
+}
+
+impl PartialEq for Received {
+    fn eq(&self, other: &Self) -> bool {
+        // The routing fields are parsed from the frame: equal frames, equal messages.
+        self.frame == other.frame
+    }
+}
+
+impl Eq for Received {}
 
 /// A string field of a [`Received`]: where its text lies in the frame when it
 /// had no escapes (no allocation), or its decoded copy.
@@ -67,7 +93,7 @@ impl Received {
 
     /// Counts this message's frame against the queue's byte bound until it
     /// is dropped.
-    pub(crate) fn hold(&mut self, queued: QueuedBytes) {
+    pub(crate) fn hold(&mut self, queued: Held) {
         self.queued = Some(queued);
     }
 
@@ -131,7 +157,7 @@ impl fmt::Debug for Received {
             .field("id", &self.id)
             .field("method", &self.method())
             .field("frame_len", &self.frame.len())
-            .field("frame", &Excerpt::new(&self.frame, 120))
+            .field("frame", &Preview::new(&self.frame, Keep::Head(DEFAULT_EXCERPT)))
             .finish()
     }
 }
@@ -143,58 +169,11 @@ fn subslice(whole: &[u8], part: &[u8]) -> Option<Range<usize>> {
     (end <= whole.len()).then_some(start..end)
 }
 
-/// The start of a frame as text, for reports: at most a given number of
-/// bytes, lossy UTF-8 (a character cut by the bound becomes U+FFFD).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Excerpt {
-    text: String,
-    cut: bool,
-}
-
-impl Excerpt {
-    /// The first `max` bytes of `frame`.
-    ///
-    /// ```
-    /// use mcp_framer_stdio::host::Excerpt;
-    /// let excerpt = Excerpt::new(b"INFO server started on port 8080", 19);
-    /// assert_eq!(excerpt.as_str(), "INFO server started");
-    /// assert!(excerpt.is_cut());
-    /// assert_eq!(excerpt.to_string(), "INFO server started...");
-    /// ```
-    pub fn new(frame: &[u8], max: usize) -> Excerpt {
-        let shown = &frame[..frame.len().min(max)];
-        Excerpt { text: String::from_utf8_lossy(shown).into_owned(), cut: shown.len() < frame.len() }
-    }
-
-    /// The excerpt's text.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Whether the frame was longer than the excerpt.
-    pub fn is_cut(&self) -> bool {
-        self.cut
-    }
-}
-
-impl fmt::Display for Excerpt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)?;
-        if self.cut { f.write_str("...") } else { Ok(()) }
-    }
-}
-
-impl fmt::Debug for Excerpt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}{}", self.text, if self.cut { "..." } else { "" })
-    }
-}
-
 /// Something the reader discarded and reports. The session goes on; each is
 /// also counted in the [metrics](super::MetricsSnapshot).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum Skipped {
+pub enum SkippedFrame {
     /// A frame over the transport limit was discarded up to its `\n`
     /// ([`OversizePolicy::Skip`](mcp_framer::OversizePolicy::Skip)). Never parsed,
     /// so its id is unknown: if it was a response, its request ends by its
@@ -208,8 +187,8 @@ pub enum Skipped {
     NotJson {
         /// The line's length in bytes.
         len: usize,
-        /// Its first bytes.
-        excerpt: Excerpt,
+        /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).
+        excerpt: Preview,
     },
     /// A frame that is not a valid JSON-RPC message (malformed JSON, invalid
     /// UTF-8, a batch, a wrong `jsonrpc`...). The host never answers it: an
@@ -219,8 +198,8 @@ pub enum Skipped {
         error: EnvelopeError,
         /// The frame's length in bytes.
         len: usize,
-        /// Its first bytes.
-        excerpt: Excerpt,
+        /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).
+        excerpt: Preview,
     },
     /// Stdout closed in the middle of a frame; the partial frame is never
     /// delivered.
@@ -249,7 +228,7 @@ pub enum Inbound {
     /// Something the reader discarded. Reports are queued only when there is
     /// room at once: they never make the reader wait and never trigger the
     /// overload policy (the metrics count them all).
-    Skipped(Skipped),
+    Skipped(SkippedFrame),
 }
 
 #[cfg(test)]
@@ -277,12 +256,27 @@ mod tests {
     }
 
     #[test]
-    fn excerpt_is_bounded_in_bytes_and_lossy() {
-        let excerpt = Excerpt::new("h\u{e9}llo".as_bytes(), 2);
-        assert_eq!(excerpt.as_str(), "h\u{fffd}");
-        assert!(excerpt.is_cut());
-        let whole = Excerpt::new(b"abc", 120);
-        assert_eq!((whole.as_str(), whole.is_cut()), ("abc", false));
-        assert_eq!(Excerpt::new(&[b'x'; 10_000], 120).as_str().len(), 120);
+    fn clones_and_comparisons_ignore_the_queue_bytes() {
+        let frame = br#"{"jsonrpc":"2.0","method":"n"}"#;
+        let bound = crate::bound::ByteBound::new(100);
+        let mut held = Received::new(frame, &parse(frame).unwrap());
+        held.hold(bound.try_acquire(frame.len()).unwrap());
+        let copy = held.clone();
+        assert_eq!(bound.held(), frame.len(), "a clone spends no budget");
+        assert_eq!(copy, held);
+        let other = br#"{"jsonrpc":"2.0","method":"m"}"#;
+        assert_ne!(copy, Received::new(other, &parse(other).unwrap()));
+        drop(held);
+        assert_eq!(bound.held(), 0, "the original gives its bytes back; the clone keeps none");
+        drop(copy);
+    }
+
+    #[test]
+    fn debug_shows_a_bounded_excerpt() {
+        let frame = format!(r#"{{"jsonrpc":"2.0","method":"n","params":"{}"}}"#, "é".repeat(500));
+        let received = Received::new(frame.as_bytes(), &parse(frame.as_bytes()).unwrap());
+        let debug = format!("{received:?}");
+        assert!(debug.len() < 400, "{debug}");
+        assert!(debug.contains(&format!("total_bytes: {}", frame.len())), "{debug}");
     }
 }

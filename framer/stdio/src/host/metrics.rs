@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use crate::counter::{add, get};
 use mcp_framer::Stats;
 
 /// The live counters of one session (or of one [`Reader`](super::Reader)).
@@ -51,22 +52,11 @@ pub struct Metrics {
     pub(crate) exit_status: OnceLock<ExitStatus>,
 }
 
-/// Adds `n` to a counter.
-pub(crate) fn add(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Relaxed);
-}
-
-/// Adds one to a counter.
-pub(crate) fn bump(counter: &AtomicU64) {
-    add(counter, 1);
-}
-
 impl Metrics {
     /// Copies the counters out. Each value is read atomically; the set is not
     /// one atomic picture while the session runs (a frame may be counted in
     /// `frames` and not yet in `delivered`).
     pub fn snapshot(&self) -> MetricsSnapshot {
-        let get = |counter: &AtomicU64| counter.load(Relaxed);
         MetricsSnapshot {
             stdout_bytes: get(&self.stdout_bytes),
             frames: get(&self.frames),

@@ -1,4 +1,4 @@
-//! The tokio host transport (feature `tokio`, unix): spawn an MCP server,
+//! The tokio host transport (feature `host`, unix): spawn an MCP server,
 //! drain its stdout forever, hand messages to the application through a
 //! bounded queue, and keep every request bounded in time.
 //!
@@ -17,9 +17,12 @@
 //!   goes on. A host may opt in to absorbing bursts with
 //!   [`Overload::max_wait`], a wait budget per overload episode, never per
 //!   message. Oversize frames follow the framer's policy; lines that are not
-//!   JSON-RPC are counted, reported with a bounded [`Excerpt`] and skipped.
-//! * stderr is drained by its own task into a bounded [`StderrTail`], counted
-//!   and forwarded to `tracing`; it never blocks.
+//!   JSON-RPC are counted, reported with a bounded [`Preview`](crate::Preview)
+//!   of their first bytes ([`SkippedFrame`]) and skipped.
+//! * stderr is drained by its own task: its last bytes are kept (a bounded
+//!   tail [`Preview`](crate::Preview), [`SessionConfig::stderr_tail`]), bytes
+//!   and lines are counted, and lines are split by the core framer and
+//!   forwarded to `tracing` ([`StderrLog`]); it never blocks.
 //! * [`Session`] — the client side: one writer task writes one whole frame
 //!   and one `\n` at a time, each within a timeout; a pending table matches
 //!   responses by id; per-request timeouts send `notifications/cancelled`
@@ -38,7 +41,7 @@
 //! a second request is pending.
 //!
 //! ```
-//! use mcp_framer_stdio::host::{Inbound, RequestError, Session, SessionConfig, Skipped};
+//! use mcp_framer_stdio::host::{Inbound, RequestError, Session, SessionConfig, SkippedFrame};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -58,8 +61,8 @@
 //! let tools = session.request("tools/list", &()).await?;
 //! assert_eq!(tools.payload(), Some(r#"{"tools":[]}"#));
 //!
-//! let Some(Inbound::Skipped(Skipped::NotJson { excerpt, .. })) = inbound.recv().await else { panic!() };
-//! assert_eq!(excerpt.as_str(), "INFO listening");
+//! let Some(Inbound::Skipped(SkippedFrame::NotJson { excerpt, .. })) = inbound.recv().await else { panic!() };
+//! assert_eq!(excerpt.to_text(), "INFO listening");
 //! let Some(Inbound::Notification(note)) = inbound.recv().await else { panic!() };
 //! assert_eq!(note.method(), Some("notifications/message"));
 //!
@@ -85,7 +88,7 @@ mod stderr;
 mod supervisor;
 mod writer;
 
-pub use inbound::{Excerpt, Inbound, Received, Skipped};
+pub use inbound::{Inbound, Received, SkippedFrame};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use overload::{DEFAULT_MAX_QUEUED_BYTES, OVERLOADED, OVERLOADED_MESSAGE, Overload, OverloadPolicy};
 pub use reader::{DEFAULT_EXCERPT, Reader, ReaderConfig, ReaderEnd, ReaderReport};
@@ -93,5 +96,5 @@ pub use session::{
     CloseReason, Closed, PendingRequest, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownReport,
     ShutdownStage,
 };
-pub use stderr::{StderrLog, StderrTail};
+pub use stderr::StderrLog;
 pub use writer::WriteError;

@@ -3,13 +3,14 @@
 //! applied to a message that does not fit.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
 use tokio::time::Instant;
 
-use super::metrics::{Metrics, bump};
+use super::metrics::Metrics;
+use crate::bound::{ByteBound, Held};
+use crate::counter::bump;
 
 /// The JSON-RPC error code of the reply sent under [`OverloadPolicy::Reject`]
 /// (the project's one definition, in `mcp_framer_jsonrpc`).
@@ -74,13 +75,14 @@ pub enum OverloadPolicy {
 ///
 /// **Bytes queued.** Besides its capacity in messages, the queue is bounded in
 /// bytes: the frames of the messages the reader has queued and the
-/// application has not dropped yet (a message counts until it is dropped,
-/// clones included) add up to at most `max_queued_bytes`, except that one
-/// message always fits when none is held, whatever its size. A message over
+/// application has not dropped yet (a message counts until it is dropped;
+/// a clone is the application's own copy and does not count) add up to at
+/// most `max_queued_bytes`, except that one message always fits when none is
+/// held, whatever its size (it then counts as the whole bound). A message over
 /// the byte bound gets the policy at once, never waits, and is counted like
 /// one that found the queue full. So the memory a stalled application makes
-/// the host hold is bounded by `max_queued_bytes` plus one message, not by
-/// the capacity times the transport limit.
+/// the host hold is bounded by the larger of `max_queued_bytes` and one
+/// message, not by the capacity times the transport limit.
 ///
 /// A closed queue (the application dropped its receiver) refuses at once.
 /// Time spent waiting is counted in
@@ -112,9 +114,9 @@ pub enum OverloadPolicy {
 /// // Opt in: wait at most 20 ms in total for the whole episode; the first
 /// // message that does not fit uses the budget up, the next two get the
 /// // policy at once.
-/// let overload = Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(20), ..Overload::default() };
+/// let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_millis(20));
 /// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
-/// let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+/// let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
 /// let metrics = reader.metrics();
 /// reader.run(stdout.as_bytes()).await;
 /// let m = metrics.snapshot();
@@ -122,7 +124,11 @@ pub enum OverloadPolicy {
 /// assert!(m.dispatch_wait >= Duration::from_millis(20));
 /// # }
 /// ```
+///
+/// Build one from the default with the `with_*` setters (the fields may grow,
+/// so the struct is `#[non_exhaustive]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Overload {
     /// What a message that does not fit gets. Default: [`OverloadPolicy::Reject`].
     pub policy: OverloadPolicy,
@@ -130,7 +136,8 @@ pub struct Overload {
     /// overload episode. Default: zero (never wait).
     pub max_wait: Duration,
     /// The most bytes of frames held in the queue and by the application
-    /// (see above). Default: [`DEFAULT_MAX_QUEUED_BYTES`].
+    /// (see above), at least 1 and at most `u32::MAX` (values outside are
+    /// clamped). Default: [`DEFAULT_MAX_QUEUED_BYTES`].
     pub max_queued_bytes: usize,
 }
 
@@ -144,36 +151,25 @@ impl Default for Overload {
     }
 }
 
-/// The bytes of one queued message, counted against
-/// [`Overload::max_queued_bytes`] until the message is dropped. A clone is
-/// another copy of the bytes and counts again. It takes no part in
-/// comparisons.
-#[derive(Debug)]
-pub(crate) struct QueuedBytes {
-    held: Arc<AtomicUsize>,
-    len: usize,
-}
+impl Overload {
+    /// Sets [`policy`](Overload::policy).
+    pub fn with_policy(mut self, policy: OverloadPolicy) -> Overload {
+        self.policy = policy;
+        self
+    }
 
-impl Clone for QueuedBytes {
-    fn clone(&self) -> Self {
-        self.held.fetch_add(self.len, Ordering::Relaxed);
-        QueuedBytes { held: Arc::clone(&self.held), len: self.len }
+    /// Sets [`max_wait`](Overload::max_wait).
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Overload {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Sets [`max_queued_bytes`](Overload::max_queued_bytes).
+    pub fn with_max_queued_bytes(mut self, max_queued_bytes: usize) -> Overload {
+        self.max_queued_bytes = max_queued_bytes;
+        self
     }
 }
-
-impl Drop for QueuedBytes {
-    fn drop(&mut self) {
-        self.held.fetch_sub(self.len, Ordering::Relaxed);
-    }
-}
-
-impl PartialEq for QueuedBytes {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for QueuedBytes {}
 
 /// The result of offering an item to the queue.
 #[derive(Debug)]
@@ -195,8 +191,7 @@ pub(crate) struct Dispatch<T> {
     /// been spent.
     episode: Option<Duration>,
     /// Bytes of the queued messages not dropped yet.
-    held: Arc<AtomicUsize>,
-    max_queued_bytes: usize,
+    bytes: ByteBound,
     metrics: Arc<Metrics>,
 }
 
@@ -206,8 +201,7 @@ impl<T> Dispatch<T> {
             queue,
             max_wait: overload.max_wait,
             episode: None,
-            held: Arc::default(),
-            max_queued_bytes: overload.max_queued_bytes,
+            bytes: ByteBound::new(overload.max_queued_bytes),
             metrics,
         }
     }
@@ -215,26 +209,20 @@ impl<T> Dispatch<T> {
     /// Counts `len` bytes against the byte bound for a message about to be
     /// offered, or `None` when they do not fit: the message then gets the
     /// policy at once, and an overload episode starts if none is running
-    /// (with no wait budget: bytes never wait). Held bytes only shrink behind
-    /// the reader's back (the application drops messages), so the check
-    /// cannot let too much in.
-    pub(crate) fn reserve(&mut self, len: usize) -> Option<QueuedBytes> {
-        let held = self.held.load(Ordering::Relaxed);
-        if held > 0 && held.saturating_add(len) > self.max_queued_bytes {
-            if self.episode.is_none() {
-                bump(&self.metrics.overload_episodes);
-                self.episode = Some(self.max_wait);
-            }
-            return None;
+    /// (with no wait budget: bytes never wait).
+    pub(crate) fn reserve(&mut self, len: usize) -> Option<Held> {
+        let held = self.bytes.try_acquire(len);
+        if held.is_none() && self.episode.is_none() {
+            bump(&self.metrics.overload_episodes);
+            self.episode = Some(self.max_wait);
         }
-        self.held.fetch_add(len, Ordering::Relaxed);
-        Some(QueuedBytes { held: Arc::clone(&self.held), len })
+        held
     }
 
     /// Bytes of queued messages not dropped yet.
     #[cfg(test)]
     pub(crate) fn held_bytes(&self) -> usize {
-        self.held.load(Ordering::Relaxed)
+        self.bytes.held()
     }
 
     /// Queues `item` if it fits; otherwise starts an overload episode (if
@@ -282,8 +270,7 @@ impl<T> Dispatch<T> {
     /// capacity and half its byte bound (which ends an overload episode).
     fn drained_halfway(&self) -> bool {
         let capacity = self.queue.max_capacity();
-        capacity - self.queue.capacity() <= capacity / 2
-            && self.held.load(Ordering::Relaxed) <= self.max_queued_bytes / 2
+        capacity - self.queue.capacity() <= capacity / 2 && self.bytes.held() <= self.bytes.max() / 2
     }
 
     /// Queues `item` only if there is room right now (for reports, which
@@ -312,7 +299,7 @@ mod tests {
     fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, mpsc::Receiver<u32>, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
         let (tx, rx) = mpsc::channel(capacity);
-        let overload = Overload { max_wait, ..Overload::default() };
+        let overload = Overload::default().with_max_wait(max_wait);
         (Dispatch::new(tx, overload, Arc::clone(&metrics)), rx, metrics)
     }
 
@@ -443,27 +430,28 @@ mod tests {
     #[test]
     fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
         let (tx, _rx) = mpsc::channel::<u32>(8);
-        let overload = Overload { max_queued_bytes: 100, ..Overload::default() };
-        let mut dispatch = Dispatch::new(tx, overload, Arc::default());
+        let metrics = Arc::new(Metrics::default());
+        let overload = Overload::default().with_max_queued_bytes(100);
+        let mut dispatch = Dispatch::new(tx, overload, Arc::clone(&metrics));
         // Nothing held: even a message over the whole bound fits.
         let huge = dispatch.reserve(250).expect("one message always fits when none is held");
         assert!(dispatch.reserve(1).is_none(), "250 of 100 bytes held");
+        assert!(dispatch.is_overloaded(), "a refusal by bytes starts an episode");
+        assert_eq!(metrics.snapshot().overload_episodes, 1);
         drop(huge);
         assert_eq!(dispatch.held_bytes(), 0);
 
         let a = dispatch.reserve(60).expect("60 of 100");
         let b = dispatch.reserve(40).expect("exactly at the bound");
         assert!(dispatch.reserve(1).is_none(), "one byte over the bound");
-        // A clone is another copy of the bytes: it counts too.
-        let b2 = b.clone();
-        assert_eq!(dispatch.held_bytes(), 140);
+        assert_eq!(dispatch.held_bytes(), 100);
         drop(b);
-        assert!(dispatch.reserve(1).is_none(), "the clone still holds 40 bytes");
-        drop(b2);
-        let c = dispatch.reserve(40).expect("room again once the copies are gone");
+        assert!(dispatch.reserve(41).is_none(), "40 bytes free");
+        let c = dispatch.reserve(40).expect("room again once dropped");
         assert_eq!(dispatch.held_bytes(), 100);
         drop((a, c));
         assert_eq!(dispatch.held_bytes(), 0);
+        assert_eq!(metrics.snapshot().overload_episodes, 1, "refusals within one episode start no other");
     }
 
     #[tokio::test]
@@ -474,11 +462,10 @@ mod tests {
         let note = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":\"{params}\"}}\n");
         let frame_len = note.len() - 1;
         let stdout = note.repeat(10);
-        let overload =
-            Overload { policy: OverloadPolicy::Drop, max_queued_bytes: 3 * frame_len, ..Overload::default() };
+        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(3 * frame_len);
         // Room for 64 messages, but only three frames' worth of bytes.
         let (inbound, mut queue) = mpsc::channel(64);
-        let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+        let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
         let metrics = reader.metrics();
         reader.run(stdout.as_bytes()).await;
         let m = metrics.snapshot();
@@ -500,9 +487,9 @@ mod tests {
 
         let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
         let overload =
-            Overload { policy: OverloadPolicy::Drop, max_queued_bytes: 2 * (note.len() - 1), ..Overload::default() };
+            Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(2 * (note.len() - 1));
         let (inbound, mut queue) = mpsc::channel(64);
-        let reader = Reader::new(ReaderConfig { overload, ..ReaderConfig::default() }, inbound);
+        let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
         let metrics = reader.metrics();
         let (mut server, stdout) = tokio::io::duplex(1 << 16);
         let reader = tokio::spawn(reader.run(stdout));

@@ -8,21 +8,26 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::inbound::{Excerpt, Inbound, Received, Skipped};
-use super::metrics::{Metrics, bump};
+use super::inbound::{Inbound, Received, SkippedFrame};
+use super::metrics::Metrics;
 use super::outgoing;
 use super::overload::{Dispatch, OVERLOADED, OVERLOADED_MESSAGE, Offer, Overload, OverloadPolicy};
 use super::pending::{Lookup, Pending};
 use super::session::RequestError;
 use super::writer::Writer;
+use crate::counter::bump;
+use crate::{Keep, Preview};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
 use mcp_framer_jsonrpc::{self as envelope, EnvelopeError, Id, Kind, Message};
 
 /// Default bound on the excerpt of a skipped line: 120 bytes.
 pub const DEFAULT_EXCERPT: usize = 120;
 
-/// How a [`Reader`] frames, hands over and reports.
+/// How a [`Reader`] frames, hands over and reports. Build one from the
+/// default with the `with_*` setters (the fields may grow, so the struct is
+/// `#[non_exhaustive]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReaderConfig {
     /// The framer's configuration: the transport limit in bytes
     /// ([`Config::max_frame`], default 16 MiB) and what happens to a frame
@@ -31,8 +36,8 @@ pub struct ReaderConfig {
     pub framer: Config,
     /// The wait bound and the policy for a full inbound queue.
     pub overload: Overload,
-    /// The most bytes of a skipped line quoted in reports. Default:
-    /// [`DEFAULT_EXCERPT`].
+    /// The most bytes of a skipped line quoted in reports (the head of a
+    /// [`Preview`], cut at a character boundary). Default: [`DEFAULT_EXCERPT`].
     pub excerpt: usize,
 }
 
@@ -42,12 +47,32 @@ impl Default for ReaderConfig {
     }
 }
 
+impl ReaderConfig {
+    /// Sets [`framer`](ReaderConfig::framer).
+    pub fn with_framer(mut self, framer: Config) -> ReaderConfig {
+        self.framer = framer;
+        self
+    }
+
+    /// Sets [`overload`](ReaderConfig::overload).
+    pub fn with_overload(mut self, overload: Overload) -> ReaderConfig {
+        self.overload = overload;
+        self
+    }
+
+    /// Sets [`excerpt`](ReaderConfig::excerpt).
+    pub fn with_excerpt(mut self, excerpt: usize) -> ReaderConfig {
+        self.excerpt = excerpt;
+        self
+    }
+}
+
 /// Why a reader stopped.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ReaderEnd {
     /// Stdout reached end of file (the server exited or closed it). A
-    /// partial frame left over was reported as [`Skipped::Truncated`].
+    /// partial frame left over was reported as [`SkippedFrame::Truncated`].
     Eof,
     /// Reading stdout failed.
     ReadFailed(io::Error),
@@ -61,6 +86,7 @@ pub enum ReaderEnd {
 
 /// What a reader did: why it stopped and the framer's byte accounting.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ReaderReport {
     /// Why it stopped.
     pub end: ReaderEnd,
@@ -209,12 +235,12 @@ impl Reader {
                 }
                 Ok(Some(Event::OversizeSkipped { len })) => {
                     tracing::warn!("discarded an oversize frame of {len} bytes; reading goes on");
-                    self.report(Skipped::Oversize { len });
+                    self.report(SkippedFrame::Oversize { len });
                     None
                 }
                 Ok(Some(Event::Truncated { len, oversize })) => {
                     tracing::warn!("stdout closed in the middle of a frame: {len} bytes truncated");
-                    self.report(Skipped::Truncated { len, oversize });
+                    self.report(SkippedFrame::Truncated { len, oversize });
                     None
                 }
                 Err(e) => {
@@ -279,21 +305,21 @@ impl Reader {
     /// Counts and reports a frame the envelope rejected.
     fn skip_invalid(&mut self, frame: &[u8], error: EnvelopeError) {
         bump(&self.metrics.parse_errors);
-        let excerpt = Excerpt::new(frame, self.config.excerpt);
+        let excerpt = Preview::new(frame, Keep::Head(self.config.excerpt));
         let len = frame.len();
         let starts_like_json = matches!(frame.iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'['));
         if starts_like_json {
             tracing::warn!("skipped an invalid JSON-RPC frame of {len} bytes ({error}): {excerpt:?}");
-            self.report(Skipped::Invalid { error, len, excerpt });
+            self.report(SkippedFrame::Invalid { error, len, excerpt });
         } else {
             bump(&self.metrics.non_json_lines);
             tracing::warn!("skipped a non-JSON line of {len} bytes on stdout: {excerpt:?}");
-            self.report(Skipped::NotJson { len, excerpt });
+            self.report(SkippedFrame::NotJson { len, excerpt });
         }
     }
 
     /// Queues a report if there is room right now.
-    fn report(&mut self, skipped: Skipped) {
+    fn report(&mut self, skipped: SkippedFrame) {
         self.dispatch.offer_now(Inbound::Skipped(skipped));
     }
 
@@ -357,11 +383,9 @@ mod tests {
     use mcp_framer::OversizePolicy;
 
     fn config(policy: OverloadPolicy) -> ReaderConfig {
-        ReaderConfig {
-            framer: Config::with_max_frame(256),
-            overload: Overload { policy, max_wait: Duration::from_millis(1), ..Overload::default() },
-            ..ReaderConfig::default()
-        }
+        ReaderConfig::default()
+            .with_framer(Config::with_max_frame(256))
+            .with_overload(Overload::default().with_policy(policy).with_max_wait(Duration::from_millis(1)))
     }
 
     const REQUEST: &str = r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}"#;
@@ -382,13 +406,13 @@ mod tests {
         while let Ok(item) = rx.try_recv() {
             items.push(item);
         }
-        assert!(matches!(&items[0], Inbound::Skipped(Skipped::Oversize { len }) if *len == big.len() as u64));
+        assert!(matches!(&items[0], Inbound::Skipped(SkippedFrame::Oversize { len }) if *len == big.len() as u64));
         assert!(
-            matches!(&items[1], Inbound::Skipped(Skipped::NotJson { len: 15, excerpt }) if excerpt.as_str() == "not json at all")
+            matches!(&items[1], Inbound::Skipped(SkippedFrame::NotJson { len: 15, excerpt }) if excerpt.to_text() == "not json at all")
         );
-        assert!(matches!(&items[2], Inbound::Skipped(Skipped::Invalid { error, .. }) if error.code() == -32600));
+        assert!(matches!(&items[2], Inbound::Skipped(SkippedFrame::Invalid { error, .. }) if error.code() == -32600));
         assert!(matches!(&items[3], Inbound::Request(r) if r.frame() == REQUEST.as_bytes()));
-        assert!(matches!(&items[4], Inbound::Skipped(Skipped::Truncated { len: 16, oversize: false })));
+        assert!(matches!(&items[4], Inbound::Skipped(SkippedFrame::Truncated { len: 16, oversize: false })));
         let m = metrics.snapshot();
         assert_eq!((m.frames, m.oversize_frames, m.parse_errors, m.non_json_lines, m.delivered), (3, 1, 2, 1, 1));
         assert_eq!((m.truncated_bytes, m.stdout_bytes), (16, input.len() as u64));

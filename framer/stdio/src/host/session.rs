@@ -14,14 +14,16 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 
-use super::inbound::{Excerpt, Inbound, Received};
-use super::metrics::{Metrics, MetricsSnapshot, bump};
+use super::inbound::{Inbound, Received};
+use super::metrics::{Metrics, MetricsSnapshot};
 use super::outgoing;
 use super::pending::Pending;
 use super::reader::{Reader, ReaderConfig};
 use super::stderr::{StderrLog, StderrTail, drain_stderr};
 use super::supervisor::{Reason, Signal, Supervisor};
 use super::writer::{WriteError, Writer};
+use crate::counter::bump;
+use crate::{Keep, Preview};
 use mcp_framer::FrameError;
 use mcp_framer_jsonrpc::{EncodeError, ErrorObject, INTERNAL_ERROR, Id, OwnedId};
 
@@ -30,7 +32,10 @@ use mcp_framer_jsonrpc::{EncodeError, ErrorObject, INTERNAL_ERROR, Id, OwnedId};
 const INITIALIZE: &str = "initialize";
 
 /// How long each step of [`Session::shutdown`] waits for the child to exit.
+/// Build one from the default with the `with_*` setters (`#[non_exhaustive]`:
+/// the fields may grow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ShutdownConfig {
     /// After closing stdin (servers SHOULD exit on end of input). Default 2 s.
     pub after_stdin: Duration,
@@ -47,27 +52,53 @@ impl Default for ShutdownConfig {
     }
 }
 
-/// How a [`Session`] runs. Every field has a default; override with struct
-/// update syntax.
+impl ShutdownConfig {
+    /// Sets [`after_stdin`](ShutdownConfig::after_stdin).
+    pub fn with_after_stdin(mut self, after_stdin: Duration) -> ShutdownConfig {
+        self.after_stdin = after_stdin;
+        self
+    }
+
+    /// Sets [`after_term`](ShutdownConfig::after_term).
+    pub fn with_after_term(mut self, after_term: Duration) -> ShutdownConfig {
+        self.after_term = after_term;
+        self
+    }
+
+    /// Sets [`after_kill`](ShutdownConfig::after_kill).
+    pub fn with_after_kill(mut self, after_kill: Duration) -> ShutdownConfig {
+        self.after_kill = after_kill;
+        self
+    }
+
+    /// Sets all three waits to `each`.
+    pub fn with_each(self, each: Duration) -> ShutdownConfig {
+        ShutdownConfig { after_stdin: each, after_term: each, after_kill: each }
+    }
+}
+
+/// How a [`Session`] runs. Every field has a default; build one from the
+/// default with the `with_*` setters (the fields may grow, so the struct is
+/// `#[non_exhaustive]`; a field can also be assigned on a value).
 ///
 /// ```
 /// use std::time::Duration;
 /// use mcp_framer_stdio::host::{Overload, OverloadPolicy, ReaderConfig, SessionConfig};
 /// use mcp_framer::{Config, OversizePolicy};
 ///
-/// let config = SessionConfig {
-///     reader: ReaderConfig {
-///         framer: Config { max_frame: 8 << 20, oversize: OversizePolicy::Fail, ..Config::default() },
-///         // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
-///         overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(10), ..Overload::default() },
-///         ..ReaderConfig::default()
-///     },
-///     request_timeout: Duration::from_secs(30),
-///     ..SessionConfig::default()
-/// };
+/// let mut framer = Config::default();
+/// framer.max_frame = 8 << 20;
+/// framer.oversize = OversizePolicy::Fail;
+/// // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
+/// let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_millis(10));
+/// let config = SessionConfig::default()
+///     .with_reader(ReaderConfig::default().with_framer(framer).with_overload(overload))
+///     .with_request_timeout(Duration::from_secs(30));
 /// assert_eq!(config.inbound_capacity, 4096);
+/// assert_eq!(config.reader.framer.max_frame, 8 << 20);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SessionConfig {
     /// The stdout reader: transport limit, oversize policy, overload policy.
     pub reader: ReaderConfig,
@@ -86,7 +117,8 @@ pub struct SessionConfig {
     /// How long one frame may take to be written to the child's stdin.
     /// Default 10 s.
     pub write_timeout: Duration,
-    /// Bytes of stderr kept for diagnostics. Default 64 KiB.
+    /// Bytes of stderr kept for diagnostics (the tail of a [`Preview`](crate::Preview),
+    /// cut at a character boundary). Default 64 KiB.
     pub stderr_tail: usize,
     /// How stderr lines are forwarded to `tracing`. Default `Debug`.
     pub stderr_log: StderrLog,
@@ -114,6 +146,62 @@ impl Default for SessionConfig {
             shutdown: ShutdownConfig::default(),
             process_group: true,
         }
+    }
+}
+
+impl SessionConfig {
+    /// Sets [`reader`](SessionConfig::reader).
+    pub fn with_reader(mut self, reader: ReaderConfig) -> SessionConfig {
+        self.reader = reader;
+        self
+    }
+
+    /// Sets [`inbound_capacity`](SessionConfig::inbound_capacity).
+    pub fn with_inbound_capacity(mut self, inbound_capacity: usize) -> SessionConfig {
+        self.inbound_capacity = inbound_capacity;
+        self
+    }
+
+    /// Sets [`request_timeout`](SessionConfig::request_timeout).
+    pub fn with_request_timeout(mut self, request_timeout: Duration) -> SessionConfig {
+        self.request_timeout = request_timeout;
+        self
+    }
+
+    /// Sets [`write_timeout`](SessionConfig::write_timeout).
+    pub fn with_write_timeout(mut self, write_timeout: Duration) -> SessionConfig {
+        self.write_timeout = write_timeout;
+        self
+    }
+
+    /// Sets [`stderr_tail`](SessionConfig::stderr_tail).
+    pub fn with_stderr_tail(mut self, stderr_tail: usize) -> SessionConfig {
+        self.stderr_tail = stderr_tail;
+        self
+    }
+
+    /// Sets [`stderr_log`](SessionConfig::stderr_log).
+    pub fn with_stderr_log(mut self, stderr_log: StderrLog) -> SessionConfig {
+        self.stderr_log = stderr_log;
+        self
+    }
+
+    /// Sets [`exit_grace`](SessionConfig::exit_grace).
+    pub fn with_exit_grace(mut self, exit_grace: Duration) -> SessionConfig {
+        self.exit_grace = exit_grace;
+        self
+    }
+
+    /// Sets [`shutdown`](SessionConfig::shutdown).
+    pub fn with_shutdown(mut self, shutdown: ShutdownConfig) -> SessionConfig {
+        self.shutdown = shutdown;
+        self
+    }
+
+    /// Sets [`process_group`](SessionConfig::process_group).
+    pub fn with_process_group(mut self, process_group: bool) -> SessionConfig {
+        self.process_group = process_group;
+        self
     }
 }
 
@@ -158,6 +246,7 @@ impl fmt::Display for CloseReason {
 /// How a session ended: the reason, the exit status and the end of stderr.
 /// Every request pending at that moment, and every later one, fails with it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Closed {
     reason: CloseReason,
     exit_status: Option<ExitStatus>,
@@ -183,7 +272,8 @@ impl Closed {
     }
 
     /// The end of the server's stderr (at most
-    /// [`SessionConfig::stderr_tail`] bytes).
+    /// [`SessionConfig::stderr_tail`] bytes, after a marker line saying how
+    /// many bytes came before them if any were dropped).
     pub fn stderr_tail(&self) -> &str {
         &self.stderr_tail
     }
@@ -200,12 +290,8 @@ impl fmt::Display for Closed {
         if tail.is_empty() {
             return f.write_str("; stderr was empty");
         }
-        let mut start = tail.len().saturating_sub(QUOTED_STDERR);
-        while !tail.is_char_boundary(start) {
-            start += 1;
-        }
-        let cut = if start > 0 { "..." } else { "" };
-        write!(f, "; stderr tail:\n{cut}{}", &tail[start..])
+        let quoted = Preview::new(tail.as_bytes(), Keep::Tail(QUOTED_STDERR));
+        write!(f, "; stderr tail:\n{quoted}")
     }
 }
 
@@ -255,7 +341,7 @@ impl RequestError {
         let (code, message) = match response.deserialize_payload::<ErrorObject>() {
             Ok(error) => (error.code, error.message),
             Err(e) => {
-                let payload = Excerpt::new(response.payload().unwrap_or("").as_bytes(), 120);
+                let payload = Preview::new(response.payload().unwrap_or("").as_bytes(), Keep::Head(120));
                 (INTERNAL_ERROR, format!("malformed error object ({e}): {payload}"))
             }
         };

@@ -1,71 +1,54 @@
 //! The stderr drain: a task that reads the child's stderr until it closes,
-//! keeps the last bytes in a ring for diagnostics, counts bytes and lines and
-//! forwards lines to `tracing`. It never waits on anyone, so a server that
-//! floods stderr never blocks on it.
+//! keeps the last bytes for diagnostics, counts bytes and lines and forwards
+//! lines to `tracing`. It never waits on anyone, so a server that floods
+//! stderr never blocks on it.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::metrics::{Metrics, add};
+use super::metrics::Metrics;
+use crate::counter::add;
+use crate::{Keep, Preview, Previewer};
+use mcp_framer::{Bom, Config, EmptyLines, Event, Framer, OversizePolicy};
 
 /// Bytes read from stderr per `read`.
 const READ_SIZE: usize = 16 * 1024;
-/// Longest line forwarded to `tracing`; longer lines are cut there.
+/// Longest line forwarded to `tracing`; a longer line is reported by its
+/// length only (it stays in the tail).
 const MAX_LOGGED_LINE: usize = 4096;
 /// The `tracing` target of forwarded stderr lines.
 const TARGET: &str = "mcp_framer_stdio::host::stderr";
 
 /// The last bytes a child wrote to its stderr, kept for diagnostics (error
-/// messages name them when the child exits). Bounded: it holds at most its
-/// capacity, dropping the oldest bytes first.
-///
-/// ```
-/// use mcp_framer_stdio::host::StderrTail;
-///
-/// let tail = StderrTail::new(8);
-/// tail.push(b"hello ");
-/// tail.push(b"world\n");
-/// assert_eq!(tail.text(), "o world\n");
-/// assert_eq!(tail.capacity(), 8);
-/// ```
+/// messages quote them when the child exits): a tail [`Preview`] of at most
+/// its capacity, shared by the drain and the session.
 #[derive(Debug)]
-pub struct StderrTail {
-    ring: Mutex<VecDeque<u8>>,
-    capacity: usize,
+pub(crate) struct StderrTail {
+    kept: Mutex<Previewer>,
 }
 
 impl StderrTail {
     /// An empty tail that keeps at most `capacity` bytes.
-    pub fn new(capacity: usize) -> StderrTail {
-        StderrTail { ring: Mutex::new(VecDeque::new()), capacity }
-    }
-
-    /// The most bytes kept.
-    pub fn capacity(&self) -> usize {
-        self.capacity
+    pub(crate) fn new(capacity: usize) -> StderrTail {
+        StderrTail { kept: Mutex::new(Previewer::new(Keep::Tail(capacity))) }
     }
 
     /// Appends bytes, dropping the oldest ones beyond the capacity.
-    pub fn push(&self, bytes: &[u8]) {
-        let keep = &bytes[bytes.len().saturating_sub(self.capacity)..];
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        let overflow = (ring.len() + keep.len()).saturating_sub(self.capacity);
-        ring.drain(..overflow);
-        ring.extend(keep);
+    pub(crate) fn push(&self, bytes: &[u8]) {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner).push(bytes);
     }
 
-    /// The bytes kept, oldest first.
-    pub fn bytes(&self) -> Vec<u8> {
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        ring.iter().copied().collect()
+    /// The stream so far: the last bytes, with the count of all of them.
+    pub(crate) fn preview(&self) -> Preview {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner).preview()
     }
 
-    /// The bytes kept, as text (invalid UTF-8, such as a character cut by the
-    /// ring's start, becomes U+FFFD).
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.bytes()).into_owned()
+    /// [`preview`](StderrTail::preview) as text: the kept bytes (cut at a
+    /// character boundary, lossy elsewhere) after a marker line if bytes were
+    /// dropped.
+    pub(crate) fn text(&self) -> String {
+        self.preview().to_text()
     }
 }
 
@@ -90,50 +73,65 @@ impl StderrLog {
         }
     }
 
-    fn emit(self, line: &[u8], cut: bool) {
-        let text = String::from_utf8_lossy(line);
-        let cut = if cut { " [line cut]" } else { "" };
+    fn emit(self, event: Event<&[u8]>) {
+        let text = match event {
+            Event::Frame(line) => String::from_utf8_lossy(line),
+            Event::OversizeSkipped { len } => {
+                format!("[a stderr line of {len} bytes, over the {MAX_LOGGED_LINE} bytes forwarded per line]").into()
+            }
+            Event::OversizeStarted { .. } | Event::Truncated { .. } => return,
+        };
         match self {
             StderrLog::Off => {}
-            StderrLog::Debug => tracing::debug!(target: TARGET, "{text}{cut}"),
-            StderrLog::Info => tracing::info!(target: TARGET, "{text}{cut}"),
+            StderrLog::Debug => tracing::debug!(target: TARGET, "{text}"),
+            StderrLog::Info => tracing::info!(target: TARGET, "{text}"),
         }
     }
 }
 
-/// Splits stderr into lines for `tracing`, holding at most
-/// [`MAX_LOGGED_LINE`] bytes of an unfinished line.
+/// Splits stderr into lines with the core [`Framer`] (push mode): a line of
+/// at most [`MAX_LOGGED_LINE`] bytes is forwarded, a longer one is discarded
+/// as it streams by and reported by its length, empty lines are skipped, a
+/// trailing `\r` is stripped. The framer holds at most one line, and its
+/// `\n` count is the line count.
 #[derive(Debug)]
-struct LineLogger {
+struct Lines {
     level: StderrLog,
-    line: Vec<u8>,
-    cut: bool,
+    framer: Framer,
 }
 
-impl LineLogger {
-    fn feed(&mut self, mut bytes: &[u8]) {
-        if !self.level.enabled() {
-            return;
-        }
-        while let Some(end) = memchr::memchr(b'\n', bytes) {
-            self.take(&bytes[..end]);
-            self.level.emit(&self.line, self.cut);
-            self.line.clear();
-            self.cut = false;
-            bytes = &bytes[end + 1..];
-        }
-        self.take(bytes);
+impl Lines {
+    // Field by field: the core `Config` may not be built by a literal.
+    #[allow(clippy::field_reassign_with_default)]
+    fn new(level: StderrLog) -> Lines {
+        let mut config = Config::default();
+        config.max_frame = MAX_LOGGED_LINE;
+        config.oversize = OversizePolicy::Skip;
+        config.empty_lines = EmptyLines::Skip;
+        config.bom = Bom::Keep;
+        Lines { level, framer: Framer::new(config) }
     }
 
-    fn take(&mut self, bytes: &[u8]) {
-        let room = MAX_LOGGED_LINE - self.line.len();
-        self.cut |= bytes.len() > room;
-        self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    /// Frames `chunk` and forwards its lines; returns how many `\n` it held.
+    fn feed(&mut self, chunk: &[u8]) -> u64 {
+        let before = self.framer.stats().delimiters;
+        let (level, enabled) = (self.level, self.level.enabled());
+        let mut push = self.framer.push(chunk);
+        // Under `OversizePolicy::Skip` the framer never fails.
+        while let Ok(Some(event)) = push.next_event() {
+            if enabled {
+                level.emit(event);
+            }
+        }
+        drop(push);
+        self.framer.stats().delimiters - before
     }
 
+    /// At end of stream: forwards an unfinished last line (not counted as a
+    /// line).
     fn finish(&mut self) {
-        if !self.line.is_empty() && self.level.enabled() {
-            self.level.emit(&self.line, self.cut);
+        if self.framer.buffered() > 0 || self.framer.is_discarding() {
+            self.feed(b"\n");
         }
     }
 }
@@ -146,7 +144,7 @@ where
     R: AsyncRead + Unpin,
 {
     let mut buf = vec![0u8; READ_SIZE];
-    let mut logger = LineLogger { level, line: Vec::new(), cut: false };
+    let mut lines = Lines::new(level);
     loop {
         let n = match stderr.read(&mut buf).await {
             Ok(0) => break,
@@ -159,11 +157,10 @@ where
         };
         let chunk = &buf[..n];
         add(&metrics.stderr_bytes, n as u64);
-        add(&metrics.stderr_lines, memchr::memchr_iter(b'\n', chunk).count() as u64);
         tail.push(chunk);
-        logger.feed(chunk);
+        add(&metrics.stderr_lines, lines.feed(chunk));
     }
-    logger.finish();
+    lines.finish();
 }
 
 #[cfg(test)]
@@ -174,22 +171,24 @@ mod tests {
     fn tail_keeps_the_last_bytes_whatever_the_pushes() {
         let tail = StderrTail::new(10);
         tail.push(b"");
-        assert_eq!(tail.bytes(), b"");
+        assert_eq!(tail.preview().tail(), b"");
+        assert_eq!(tail.text(), "");
         tail.push(b"0123456789abcdef");
-        assert_eq!(tail.bytes(), b"6789abcdef");
+        assert_eq!(tail.preview().tail(), b"6789abcdef");
         tail.push(b"XY");
-        assert_eq!(tail.bytes(), b"89abcdefXY");
+        assert_eq!(tail.preview().tail(), b"89abcdefXY");
+        assert_eq!(tail.text(), "[preview: last 10 of 18 bytes; 8 bytes not shown]\n89abcdefXY");
         let zero = StderrTail::new(0);
         zero.push(b"abc");
-        assert_eq!(zero.bytes(), b"");
+        assert_eq!((zero.preview().tail(), zero.preview().dropped_bytes()), (&b""[..], 3));
     }
 
     #[test]
-    fn tail_text_is_lossy_where_the_ring_cut_a_character() {
+    fn tail_text_starts_at_a_character_boundary() {
         let tail = StderrTail::new(3);
-        tail.push("ab\u{e9}cd".as_bytes()); // é is C3 A9; the ring keeps A9 'c' 'd'
-        assert_eq!(tail.bytes(), [0xA9, b'c', b'd']);
-        assert_eq!(tail.text(), "\u{fffd}cd");
+        tail.push("ab\u{e9}cd".as_bytes()); // é is C3 A9; the last 3 bytes are A9 'c' 'd'
+        assert_eq!(tail.preview().tail(), b"cd");
+        assert_eq!(tail.text(), "[preview: last 2 of 6 bytes; 4 bytes not shown]\ncd");
     }
 
     #[tokio::test]
@@ -200,15 +199,22 @@ mod tests {
         drain_stderr(&input[..], Arc::clone(&tail), Arc::clone(&metrics), StderrLog::Debug).await;
         let snapshot = metrics.snapshot();
         assert_eq!(snapshot.stderr_bytes, input.len() as u64);
-        assert_eq!(snapshot.stderr_lines, 2000);
-        assert_eq!(tail.bytes(), &input[input.len() - 64..]);
+        assert_eq!(snapshot.stderr_lines, 2000, "the unfinished last line is not counted");
+        assert_eq!(tail.preview().tail(), &input[input.len() - 64..]);
+        assert_eq!(tail.preview().total_bytes(), input.len() as u64);
     }
 
     #[test]
-    fn line_logger_holds_at_most_one_bounded_line() {
-        let mut logger = LineLogger { level: StderrLog::Info, line: Vec::new(), cut: false };
-        logger.take(&vec![b'x'; MAX_LOGGED_LINE * 3]);
-        assert_eq!(logger.line.len(), MAX_LOGGED_LINE);
-        assert!(logger.cut);
+    fn lines_hold_at_most_one_bounded_line_and_count_every_newline() {
+        let mut lines = Lines::new(StderrLog::Info);
+        assert_eq!(lines.feed(&vec![b'x'; MAX_LOGGED_LINE * 3]), 0);
+        assert!(lines.framer.buffered() <= MAX_LOGGED_LINE + 1, "{}", lines.framer.buffered());
+        assert!(lines.framer.is_discarding(), "a line over the limit is discarded as it streams");
+        assert_eq!(lines.feed(b"xx\nshort\r\n\n\nlast"), 4, "oversize, CRLF and empty lines all count");
+        let stats = *lines.framer.stats();
+        assert_eq!((stats.oversize_frames, stats.frames, stats.empty_lines), (1, 1, 2));
+        lines.finish();
+        assert_eq!(lines.framer.stats().frames, 2, "the unfinished last line is forwarded at the end");
+        assert_eq!(lines.framer.buffered(), 0);
     }
 }

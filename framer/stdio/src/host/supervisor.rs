@@ -12,11 +12,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::StderrTail;
 use super::metrics::Metrics;
 use super::pending::Pending;
 use super::reader::{ReaderEnd, ReaderReport};
 use super::session::{CloseReason, Closed};
+use super::stderr::StderrTail;
 
 /// A signal for the child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::metrics::{Metrics, bump};
+use super::metrics::Metrics;
+use crate::counter::bump;
 
 /// Frames waiting for the writer task, at most.
 const QUEUE: usize = 1024;

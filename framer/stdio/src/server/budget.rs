@@ -1,55 +1,4 @@
-//! Result budgets: build a tool result from an iterator of items within an
-//! item cap and a byte budget, with an opaque cursor to continue; and bounded
-//! previews of byte bodies.
-//!
-//! The transport limit protects the host's memory; the content budget protects
-//! the model's context and belongs in the handler, near the source of the
-//! expansion. Pass limits to the source first (a `LIMIT`, a page size, a
-//! max-count) and use a [`Budget`] as the contract of the result.
-//!
-//! # Contract
-//!
-//! * The byte budget is measured on the **serialized JSON of the whole tool
-//!   result** (text summary and `structuredContent` included), so escaping,
-//!   quotes, backslashes and multibyte characters all count:
-//!   `serde_json::to_vec(&page.into_result()).len() <= max_bytes`, always.
-//! * Items are pulled one at a time and the iterator is not pulled again once
-//!   the page is full: at most one item beyond the page is pulled (to know
-//!   whether there are more). Nothing is collected and trimmed afterwards.
-//! * The result's text says what was returned, what was left out and how to
-//!   continue; `structuredContent` holds `items`, `nextCursor` (only when more
-//!   may follow), `truncated`, `totalEstimate` only when the total is known
-//!   (from an exact `size_hint` or [`Page::with_total`]; never invented), and
-//!   `skipped` when an item alone was larger than the whole budget.
-//! * An item too large for any page is skipped and reported (at most one per
-//!   page), so resuming always makes progress: walking from the start with
-//!   each `nextCursor` visits every item exactly once, returned or reported.
-//! * The cursor is opaque and stable: the same position in the same query
-//!   always gives the same cursor, and [`Resume::from_cursor`] rejects a
-//!   cursor minted for another query.
-//!
-//! ```
-//! use mcp_framer_stdio::server::{Budget, Resume};
-//!
-//! let budget = Budget::new(50, 2048);
-//! let query = "name contains \"é\"";
-//! let all = (0..1000).map(|i| format!("file-{i}.\"rs\"\\é"));
-//! let mut seen = Vec::new();
-//! let mut cursor: Option<String> = None;
-//! loop {
-//!     let at = Resume::from_cursor(cursor.as_deref(), query)?;
-//!     let page = budget.page_skipping(all.clone(), &at, "files")?;
-//!     seen.extend(page.items().iter().map(|raw| serde_json::from_str::<String>(raw.get()).unwrap()));
-//!     cursor = page.next_cursor();
-//!     let result = page.into_result();
-//!     assert!(serde_json::to_vec(&result)?.len() <= 2048);
-//!     if cursor.is_none() {
-//!         break;
-//!     }
-//! }
-//! assert_eq!(seen, all.collect::<Vec<_>>());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! Result budgets and body previews as tool results.
 
 use std::fmt;
 
@@ -57,9 +6,64 @@ use serde::Serialize;
 use serde_json::value::{RawValue, to_raw_value};
 
 use super::tool::ToolResult;
+use crate::Preview;
 
-/// An item cap and a byte budget for one tool result.
+/// Result budgets: build a tool result from an iterator of items within an
+/// item cap and a byte budget, with an opaque cursor to continue; and bounded
+/// previews of byte bodies as tool results ([`Preview::into_result`]).
+///
+/// The transport limit protects the host's memory; the content budget protects
+/// the model's context and belongs in the handler, near the source of the
+/// expansion. Pass limits to the source first (a `LIMIT`, a page size, a
+/// max-count) and use a [`Budget`] as the contract of the result.
+///
+/// # Contract
+///
+/// * The byte budget is measured on the **serialized JSON of the whole tool
+///   result** (text summary and `structuredContent` included), so escaping,
+///   quotes, backslashes and multibyte characters all count:
+///   `serde_json::to_vec(&page.into_result()).len() <= max_bytes`, always.
+/// * Items are pulled one at a time and the iterator is not pulled again once
+///   the page is full: at most one item beyond the page is pulled (to know
+///   whether there are more). Nothing is collected and trimmed afterwards.
+/// * The result's text says what was returned, what was left out and how to
+///   continue; `structuredContent` holds `items`, `nextCursor` (only when more
+///   may follow), `truncated`, `totalEstimate` only when the total is known
+///   (from an exact `size_hint` or [`Page::with_total`]; never invented), and
+///   `skipped` when an item alone was larger than the whole budget.
+/// * An item too large for any page is skipped and reported (at most one per
+///   page), so resuming always makes progress: walking from the start with
+///   each `nextCursor` visits every item exactly once, returned or reported.
+/// * The cursor is opaque and stable: the same position in the same query
+///   always gives the same cursor, and [`Resume::from_cursor`] rejects a
+///   cursor minted for another query.
+///
+/// ```
+/// use mcp_framer_stdio::server::{Budget, Resume};
+///
+/// let budget = Budget::new(50, 2048);
+/// let query = "name contains \"é\"";
+/// let all = (0..1000).map(|i| format!("file-{i}.\"rs\"\\é"));
+/// let mut seen = Vec::new();
+/// let mut cursor: Option<String> = None;
+/// loop {
+///     let at = Resume::from_cursor(cursor.as_deref(), query)?;
+///     let page = budget.page_skipping(all.clone(), &at, "files")?;
+///     seen.extend(page.items().iter().map(|raw| serde_json::from_str::<String>(raw.get()).unwrap()));
+///     cursor = page.next_cursor();
+///     let result = page.into_result();
+///     assert!(serde_json::to_vec(&result)?.len() <= 2048);
+///     if cursor.is_none() {
+///         break;
+///     }
+/// }
+/// assert_eq!(seen, all.collect::<Vec<_>>());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Build one with [`Budget::new`] (`#[non_exhaustive]`: the fields may grow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Budget {
     /// The most items in one page (at least 1).
     pub max_items: usize,
@@ -166,6 +170,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// An item left out because it alone was larger than the whole budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub struct Skipped {
     /// Its position in the listing (0-based).
     pub index: u64,
@@ -401,121 +406,29 @@ fn reserve_bytes(what: &str) -> usize {
     serde_json::to_vec(&result(&summary.to_string(), &structured)).map_or(usize::MAX, |v| v.len())
 }
 
-/// The length of a byte body, as far as it is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BodyLen {
-    /// The body's exact length (a file size, a `Content-Length`, or the
-    /// length of a body read to its end).
-    Known(u64),
-    /// Only a prefix was read and the total is not known.
-    Unknown,
-}
-
-/// A bounded, honest preview of a byte body such as a file or an HTTP
-/// response: text is shown up to a byte limit (cut at a character boundary)
-/// with a marker saying what was left out; binary data is never inlined (no
-/// base64 of arbitrary downloads in `content`), only described.
-///
-/// ```
-/// use mcp_framer_stdio::server::{BodyLen, BytesPreview};
-///
-/// let body = "é".repeat(100); // 200 bytes
-/// let preview = BytesPreview::new(body.as_bytes(), BodyLen::Known(200), 51);
-/// assert_eq!(preview.text.as_deref(), Some("é".repeat(25).as_str())); // 50 bytes, not half a char
-/// assert_eq!(preview.to_text().lines().last(), Some("[preview: first 50 of 200 bytes; 150 bytes not shown]"));
-///
-/// let png = BytesPreview::new(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", BodyLen::Unknown, 4096);
-/// assert!(png.binary && png.text.is_none());
-/// assert!(png.to_text().starts_with("[binary data: at least 16 bytes, starting 89 50 4e 47"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct BytesPreview {
-    /// The text shown, if the body is text.
-    pub text: Option<String>,
-    /// Bytes of the body shown (0 for binary data).
-    pub shown_bytes: usize,
-    /// Bytes of the body available to the preview.
-    pub read_bytes: usize,
-    /// The body's total length, if known.
-    pub total_bytes: Option<u64>,
-    /// Whether the body looked binary (invalid UTF-8 or NUL bytes).
-    pub binary: bool,
-    /// The first bytes, kept to describe binary data (at most 16).
-    pub signature: Vec<u8>,
-}
-
-impl BytesPreview {
-    /// Previews `body` (the whole body, or the prefix that was read) in at
-    /// most `max_bytes` bytes of text.
-    pub fn new(body: &[u8], len: BodyLen, max_bytes: usize) -> BytesPreview {
-        let total_bytes = match len {
-            BodyLen::Known(total) => Some(total),
-            BodyLen::Unknown => None,
-        };
-        let cut = &body[..body.len().min(max_bytes)];
-        let text = match std::str::from_utf8(cut) {
-            Ok(text) => Some(text),
-            // Cut inside the last character: show the characters before it.
-            Err(err) if err.error_len().is_none() && cut.len() < body.len() => {
-                std::str::from_utf8(&cut[..err.valid_up_to()]).ok()
-            }
-            Err(_) => None,
-        }
-        .filter(|text| !text.contains('\0'));
-        BytesPreview {
-            shown_bytes: text.map_or(0, str::len),
-            binary: text.is_none(),
-            text: text.map(str::to_owned),
-            read_bytes: body.len(),
-            total_bytes,
-            signature: body[..body.len().min(16)].to_vec(),
-        }
-    }
-
-    /// Whether the whole body is shown.
-    pub fn is_whole(&self) -> bool {
-        !self.binary && self.total_bytes == Some(self.shown_bytes as u64)
-    }
-
-    /// The marker that says what is not shown, or `None` if all is shown.
-    pub fn marker(&self) -> Option<String> {
-        if self.is_whole() {
-            return None;
-        }
-        let size = match self.total_bytes {
-            Some(total) => format!("{total} bytes"),
-            None => format!("at least {} bytes", self.read_bytes),
-        };
-        if self.binary {
-            let signature: Vec<String> = self.signature.iter().map(|b| format!("{b:02x}")).collect();
-            return Some(format!(
-                "[binary data: {size}, starting {}; not shown (binary content is never inlined): \
-                 read it with a bounded byte range or save it as an artifact]",
-                signature.join(" ")
-            ));
-        }
-        let left = match self.total_bytes {
-            Some(total) => format!("{} bytes", total.saturating_sub(self.shown_bytes as u64)),
-            None => "the rest".to_owned(),
-        };
-        Some(format!("[preview: first {} of {size}; {left} not shown]", self.shown_bytes))
-    }
-
-    /// The text shown followed by the marker on its own line.
-    pub fn to_text(&self) -> String {
-        let mut out = self.text.clone().unwrap_or_default();
-        if let Some(marker) = self.marker() {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(&marker);
-        }
-        out
-    }
-
-    /// A tool result: [`to_text`](BytesPreview::to_text) as text content,
-    /// and `structuredContent` with `shownBytes`, `totalBytes` (when known),
-    /// `truncated` and `binary`.
+/// Body previews as tool results (feature `server`).
+impl Preview {
+    /// A tool result for a preview of a byte body such as a file or an HTTP
+    /// response (see [`Preview::of_prefix`]): the text kept with the
+    /// [marker](Preview::marker) saying what was left out; binary data
+    /// ([`is_binary`](Preview::is_binary)) is never inlined (no base64 of
+    /// arbitrary downloads in `content`), only described by its size and
+    /// first bytes. `structuredContent` has `shownBytes`, `totalBytes` (when
+    /// [complete](Preview::is_complete)), `truncated` and `binary`.
+    ///
+    /// ```
+    /// use mcp_framer_stdio::{Keep, Preview};
+    ///
+    /// let png = Preview::of_prefix(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", None, 4096);
+    /// assert!(png.is_binary());
+    /// let result = serde_json::to_value(png.into_result()).unwrap();
+    /// let text = result["content"][0]["text"].as_str().unwrap();
+    /// assert!(text.starts_with("[binary data: at least 16 bytes, starting 89 50 4e 47"));
+    ///
+    /// let body = "é".repeat(100); // 200 bytes
+    /// let text = serde_json::to_value(Preview::new(body.as_bytes(), Keep::Head(51)).into_result()).unwrap();
+    /// assert_eq!(text["structuredContent"]["shownBytes"], 50);
+    /// ```
     pub fn into_result(self) -> ToolResult {
         #[derive(Serialize)]
         struct Meta {
@@ -526,14 +439,26 @@ impl BytesPreview {
             truncated: bool,
             binary: bool,
         }
+        let binary = self.is_binary();
         let meta = Meta {
-            shown_bytes: self.shown_bytes,
-            total_bytes: self.total_bytes,
-            truncated: !self.is_whole(),
-            binary: self.binary,
+            shown_bytes: if binary { 0 } else { self.head().len() + self.tail().len() },
+            total_bytes: self.is_complete().then_some(self.total_bytes()),
+            truncated: binary || !self.is_whole(),
+            binary,
+        };
+        let text = if binary {
+            let signature: Vec<String> = self.head().iter().take(16).map(|b| format!("{b:02x}")).collect();
+            format!(
+                "[binary data: {}, starting {}; not shown (binary content is never inlined): \
+                 read it with a bounded byte range or save it as an artifact]",
+                self.size_text(),
+                signature.join(" ")
+            )
+        } else {
+            self.to_text()
         };
         let raw = to_raw_value(&meta).expect("plain data always serializes");
-        ToolResult::text(self.to_text()).with_structured_raw(raw)
+        ToolResult::text(text).with_structured_raw(raw)
     }
 }
 
@@ -674,16 +599,25 @@ mod tests {
 
     #[test]
     fn byte_previews_are_bounded_and_honest() {
-        let text = BytesPreview::new(b"hello world", BodyLen::Known(11), 100);
+        let text = Preview::of_prefix(b"hello world", Some(11), 100);
         assert!(text.is_whole() && text.marker().is_none());
-        assert_eq!(text.to_text(), "hello world");
+        let result = serde_json::to_value(text.into_result()).unwrap();
+        assert_eq!(result["content"][0]["text"], "hello world");
+        assert_eq!(
+            result["structuredContent"],
+            json!({"shownBytes": 11, "totalBytes": 11, "truncated": false, "binary": false})
+        );
 
-        let cut = BytesPreview::new("aé€𝄞".as_bytes(), BodyLen::Unknown, 5);
-        assert_eq!(cut.text.as_deref(), Some("aé"), "cut before the 3-byte char");
-        assert_eq!(cut.marker().unwrap(), "[preview: first 3 of at least 10 bytes; the rest not shown]");
+        let cut = Preview::of_prefix("aé€𝄞".as_bytes(), None, 5);
+        let result = serde_json::to_value(cut.into_result()).unwrap();
+        assert_eq!(
+            result["content"][0]["text"], "aé\n[preview: first 3 of at least 10 bytes; at least 7 bytes not shown]",
+            "cut before the 3-byte char"
+        );
+        assert_eq!(result["structuredContent"], json!({"shownBytes": 3, "truncated": true, "binary": false}));
 
-        let binary = BytesPreview::new(&[0xff, 0xfe, 0, 1], BodyLen::Known(1 << 30), 100);
-        assert!(binary.binary && binary.shown_bytes == 0);
+        let binary = Preview::of_prefix(&[0xff, 0xfe, 0, 1], Some(1 << 30), 100);
+        assert!(binary.is_binary());
         let result = serde_json::to_value(binary.into_result()).unwrap();
         let shown = result["content"][0]["text"].as_str().unwrap();
         assert!(shown.starts_with("[binary data: 1073741824 bytes, starting ff fe 00 01; not shown"), "{shown}");
@@ -692,7 +626,9 @@ mod tests {
             json!({"shownBytes": 0, "totalBytes": 1073741824u64, "truncated": true, "binary": true})
         );
 
-        let nul = BytesPreview::new(b"text\0more", BodyLen::Known(9), 100);
-        assert!(nul.binary, "NUL bytes are not text");
+        let nul = Preview::of_prefix(b"text\0more", Some(9), 100);
+        assert!(nul.is_binary(), "NUL bytes are not text");
+        let whole_binary = serde_json::to_value(nul.into_result()).unwrap();
+        assert_eq!(whole_binary["structuredContent"]["truncated"], true, "binary is never shown, so never whole");
     }
 }

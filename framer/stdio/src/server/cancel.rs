@@ -1,109 +1,17 @@
-//! Cancellation: a token, and the [`Scope`] that ties every producer a request
-//! starts (child process groups, remote operations, tasks) to that token.
-//!
-//! tokio has no cancellation token without `tokio-util`, so this is a small
-//! one on an `AtomicBool` plus a [`Notify`].
-//!
-//! # Contract
-//!
-//! * [`CancelToken::cancel`] is idempotent and wakes every waiter.
-//! * [`Scope::cancel`] cancels the token, then sends `SIGKILL` to every child
-//!   process group started with [`Scope::spawn_child`] that has not been
-//!   reaped yet, and aborts every task started with [`Scope::spawn_task`].
-//!   Work started on a scope that is already cancelled is refused
-//!   ([`Scope::spawn_child`] returns an error) or stopped at once.
-//! * A [`ScopedChild`] dropped before it was reaped has its group killed and is
-//!   reaped by a background task, so no zombie is left behind.
-//! * [`Scope::stop_producers`] does the killing and aborting without
-//!   cancelling the token; the server calls it when a request's handler
-//!   returns, so a request's producers never outlive it.
+//! Cancellation: the [`Scope`] that ties every producer a request starts
+//! (child process groups, remote operations, tasks) to its tokio-util
+//! [`CancellationToken`].
 
 use std::fmt;
 use std::future::Future;
 use std::io;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
-use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
-
-/// A cancellation flag that async code can wait on. Clones share the flag.
-///
-/// ```
-/// use mcp_framer_stdio::server::CancelToken;
-///
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let token = CancelToken::new();
-/// let waiter = token.clone();
-/// let wait = tokio::spawn(async move { waiter.cancelled().await; "woken" });
-/// token.cancel();
-/// assert_eq!(wait.await.unwrap(), "woken");
-/// assert!(token.is_cancelled());
-/// assert_eq!(token.run_until_cancelled(async { 1 }).await, None);
-/// # });
-/// ```
-#[derive(Clone, Default)]
-pub struct CancelToken {
-    inner: Arc<TokenInner>,
-}
-
-#[derive(Default)]
-struct TokenInner {
-    cancelled: AtomicBool,
-    notify: Notify,
-}
-
-impl CancelToken {
-    /// A token that is not cancelled.
-    pub fn new() -> CancelToken {
-        CancelToken::default()
-    }
-
-    /// Cancels the token and wakes every task waiting in
-    /// [`cancelled`](CancelToken::cancelled). Idempotent.
-    pub fn cancel(&self) {
-        if !self.inner.cancelled.swap(true, Ordering::SeqCst) {
-            self.inner.notify.notify_waiters();
-        }
-    }
-
-    /// Whether [`cancel`](CancelToken::cancel) was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// Completes once the token is cancelled (at once if it already is).
-    /// Cancel-safe.
-    pub async fn cancelled(&self) {
-        let notified = self.inner.notify.notified();
-        tokio::pin!(notified);
-        // Register before checking the flag, so a `cancel` in between is seen.
-        notified.as_mut().enable();
-        if self.is_cancelled() {
-            return;
-        }
-        notified.await;
-    }
-
-    /// Runs `fut` until it completes (`Some`) or the token is cancelled
-    /// (`None`; `fut` is dropped). A cancelled token wins over a ready future.
-    pub async fn run_until_cancelled<F: Future>(&self, fut: F) -> Option<F::Output> {
-        tokio::select! {
-            biased;
-            () = self.cancelled() => None,
-            out = fut => Some(out),
-        }
-    }
-}
-
-impl fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CancelToken").field("cancelled", &self.is_cancelled()).finish()
-    }
-}
+use tokio_util::sync::CancellationToken;
 
 /// The work was cancelled before it completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,8 +32,22 @@ impl From<Cancelled> for io::Error {
 }
 
 /// The producers a request owns, so that cancelling it reaches all of them: a
-/// [`CancelToken`] plus the child process groups and tasks started through
-/// it. Clones share the same token and producers.
+/// [`CancellationToken`] plus the child process groups and tasks started
+/// through it. Clones share the same token and producers.
+///
+/// # Contract
+///
+/// * [`Scope::cancel`] cancels the token (idempotent; every waiter wakes),
+///   then sends `SIGKILL` to every child
+///   process group started with [`Scope::spawn_child`] that has not been
+///   reaped yet, and aborts every task started with [`Scope::spawn_task`].
+///   Work started on a scope that is already cancelled is refused
+///   ([`Scope::spawn_child`] returns an error) or stopped at once.
+/// * A [`ScopedChild`] dropped before it was reaped has its group killed and is
+///   reaped by a background task, so no zombie is left behind.
+/// * [`Scope::stop_producers`] does the killing and aborting without
+///   cancelling the token; the server calls it when a request's handler
+///   returns, so a request's producers never outlive it.
 ///
 /// Each request served by [`Server`](super::Server) has one (see
 /// [`Call::scope`](super::Call::scope)); build one with [`Scope::new`] to use
@@ -147,7 +69,7 @@ impl From<Cancelled> for io::Error {
 /// ```
 #[derive(Clone, Default)]
 pub struct Scope {
-    token: CancelToken,
+    token: CancellationToken,
     producers: Arc<Mutex<Producers>>,
 }
 
@@ -165,8 +87,9 @@ impl Scope {
         Scope::default()
     }
 
-    /// The scope's token.
-    pub fn token(&self) -> &CancelToken {
+    /// The scope's token. Cancelling it directly cancels the token only; use
+    /// [`Scope::cancel`] to stop the producers too.
+    pub fn token(&self) -> &CancellationToken {
         &self.token
     }
 
@@ -229,9 +152,14 @@ impl Scope {
 
     /// Runs a remote operation (or any future) until it completes (`Ok`) or
     /// the scope is cancelled (`Err(Cancelled)`); on cancellation the future
-    /// is dropped, which closes the sockets and handles it owns.
+    /// is dropped, which closes the sockets and handles it owns. A
+    /// cancellation wins over a future that is ready at the same poll.
     pub async fn abortable<F: Future>(&self, fut: F) -> Result<F::Output, Cancelled> {
-        self.token.run_until_cancelled(fut).await.ok_or(Cancelled)
+        tokio::select! {
+            biased;
+            () = self.token.cancelled() => Err(Cancelled),
+            out = fut => Ok(out),
+        }
     }
 
     /// Spawns a tokio task owned by this scope: cancelling the scope aborts
@@ -375,11 +303,32 @@ mod tests {
     #[test]
     fn a_cancel_before_the_wait_still_wakes_it() {
         runtime().block_on(async {
-            let token = CancelToken::new();
-            token.cancel();
-            token.cancel();
-            tokio::time::timeout(Duration::from_secs(5), token.cancelled()).await.expect("already cancelled");
-            assert_eq!(token.run_until_cancelled(std::future::ready(1)).await, None, "cancellation wins");
+            let scope = Scope::new();
+            scope.cancel();
+            scope.cancel();
+            tokio::time::timeout(Duration::from_secs(5), scope.token().cancelled()).await.expect("already cancelled");
+            assert_eq!(scope.abortable(std::future::ready(1)).await, Err(Cancelled), "cancellation wins");
+        });
+    }
+
+    #[test]
+    fn a_cancel_wakes_every_waiter_and_wins_over_a_ready_future() {
+        runtime().block_on(async {
+            let scope = Scope::new();
+            let waiters: Vec<_> = (0..3)
+                .map(|_| {
+                    let scope = scope.clone();
+                    tokio::spawn(async move { scope.abortable(std::future::pending::<()>()).await })
+                })
+                .collect();
+            tokio::task::yield_now().await;
+            scope.cancel();
+            for waiter in waiters {
+                let woken = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("watchdog: not woken");
+                assert_eq!(woken.unwrap(), Err(Cancelled));
+            }
+            // Not cancelled: the future's output.
+            assert_eq!(Scope::new().abortable(std::future::ready(7)).await, Ok(7));
         });
     }
 

@@ -1,30 +1,5 @@
-//! Bounded subprocess capture: run a command, drain its stdout and its stderr
-//! concurrently and separately to EOF, keep a bounded preview of each, count
-//! what was dropped exactly, and kill and reap the process group on
-//! cancellation or timeout.
-//!
-//! The right first move is to pass the limit to the command itself (`grep
-//! --max-count 50`, `git log -n 20`, `| tail -n 100`, `find … -maxdepth 3`), so
-//! it never produces what nobody will read. The capture is the safety net: a
-//! child that writes more than a pipe holds (64 KiB on Linux) blocks until
-//! someone reads, so a capture that stops reading at its limit wedges the
-//! child, and the server with it.
-//!
-//! # Contract
-//!
-//! * stdout and stderr are read concurrently, each to EOF, whatever the
-//!   previews hold; memory stays bounded by the preview sizes plus one 64 KiB
-//!   read buffer per stream.
-//! * For each stream, `head.len() + tail.len() + dropped_bytes == total_bytes`
-//!   exactly; head and tail never overlap.
-//! * stdin is `/dev/null`. The child leads its own process group, owned by the
-//!   [`Scope`]: on cancellation or timeout the whole group gets `SIGKILL`, the
-//!   pipes are drained to EOF (for at most [`KILL_DRAIN_GRACE`], in case a
-//!   process outside the group holds them) and the child is reaped.
-//! * The result says what happened ([`Ending`]) and [`Capture::summary`] says
-//!   honestly what was kept and what was dropped.
+//! Bounded subprocess capture.
 
-use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -34,6 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::cancel::Scope;
+use crate::{Keep, Preview, Previewer};
 
 /// After the process group was killed, how long the pipes are still drained
 /// before giving up on an EOF that a process outside the group withholds.
@@ -41,106 +17,63 @@ pub const KILL_DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Which part of a stream to keep.
+/// What to keep, and for how long to let the command run. Build one from the
+/// default with the `with_*` setters (`#[non_exhaustive]`: the fields may
+/// grow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Preview {
-    /// The first `n` bytes.
-    Head(usize),
-    /// The last `n` bytes.
-    Tail(usize),
-    /// The first `head` bytes and the last `tail` bytes after them.
-    HeadAndTail {
-        /// Bytes kept from the start.
-        head: usize,
-        /// Bytes kept from the end.
-        tail: usize,
-    },
-}
-
-impl Preview {
-    fn limits(self) -> (usize, usize) {
-        match self {
-            Preview::Head(n) => (n, 0),
-            Preview::Tail(n) => (0, n),
-            Preview::HeadAndTail { head, tail } => (head, tail),
-        }
-    }
-}
-
-/// What to keep, and for how long to let the command run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct CaptureOptions {
-    /// Preview of stdout. Default: first 4 KiB and last 4 KiB.
-    pub stdout: Preview,
-    /// Preview of stderr. Default: last 4 KiB (errors come at the end).
-    pub stderr: Preview,
+    /// What to keep of stdout. Default: first 4 KiB and last 4 KiB.
+    pub stdout: Keep,
+    /// What to keep of stderr. Default: last 4 KiB (errors come at the end).
+    pub stderr: Keep,
     /// Kill the process group after this long. Default: none.
     pub timeout: Option<Duration>,
 }
 
 impl Default for CaptureOptions {
     fn default() -> Self {
-        CaptureOptions {
-            stdout: Preview::HeadAndTail { head: 4096, tail: 4096 },
-            stderr: Preview::Tail(4096),
-            timeout: None,
-        }
+        CaptureOptions { stdout: Keep::HeadAndTail { head: 4096, tail: 4096 }, stderr: Keep::Tail(4096), timeout: None }
     }
 }
 
-/// The bounded capture of one stream.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StreamCapture {
-    /// The first bytes, up to the preview's head size.
-    pub head: Vec<u8>,
-    /// The last bytes after `head`, up to the preview's tail size.
-    pub tail: Vec<u8>,
-    /// Every byte read from the stream.
-    pub total_bytes: u64,
-    /// Bytes read but kept in neither `head` nor `tail`.
-    pub dropped_bytes: u64,
-    /// The stream reached EOF (`false` only if it was abandoned after a kill).
-    pub complete: bool,
+impl CaptureOptions {
+    /// Sets [`stdout`](CaptureOptions::stdout).
+    pub fn with_stdout(mut self, stdout: Keep) -> CaptureOptions {
+        self.stdout = stdout;
+        self
+    }
+
+    /// Sets [`stderr`](CaptureOptions::stderr).
+    pub fn with_stderr(mut self, stderr: Keep) -> CaptureOptions {
+        self.stderr = stderr;
+        self
+    }
+
+    /// Sets [`timeout`](CaptureOptions::timeout).
+    pub fn with_timeout(mut self, timeout: Duration) -> CaptureOptions {
+        self.timeout = Some(timeout);
+        self
+    }
 }
 
-impl StreamCapture {
-    /// Whether every byte of the stream is in `head` + `tail`.
-    pub fn is_whole(&self) -> bool {
-        self.complete && self.dropped_bytes == 0
+/// One line about a stream: its size, what was kept, what was dropped.
+fn describe(preview: &Preview, name: &str, out: &mut String) {
+    let _ = write!(out, "{name}: {} bytes", preview.total_bytes());
+    if preview.is_whole() {
+        out.push_str(", all kept");
+    } else {
+        let (head, tail, dropped) = (preview.head().len(), preview.tail().len(), preview.dropped_bytes());
+        let _ = write!(out, ", kept first {head} + last {tail}, dropped {dropped}");
     }
-
-    /// The kept bytes as text (lossy UTF-8), with an honest marker between
-    /// head and tail when bytes were dropped there.
-    pub fn to_text(&self) -> String {
-        let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        if self.dropped_bytes > 0 {
-            let _ = write!(text, "\n[… {} bytes dropped …]\n", self.dropped_bytes);
-        }
-        text.push_str(&String::from_utf8_lossy(&self.tail));
-        text
-    }
-
-    fn describe(&self, name: &str, out: &mut String) {
-        let _ = write!(out, "{name}: {} bytes", self.total_bytes);
-        if self.is_whole() {
-            out.push_str(", all kept");
-        } else {
-            let _ = write!(
-                out,
-                ", kept first {} + last {}, dropped {}",
-                self.head.len(),
-                self.tail.len(),
-                self.dropped_bytes
-            );
-        }
-        if !self.complete {
-            out.push_str(" (stream abandoned before EOF)");
-        }
+    if !preview.is_complete() {
+        out.push_str(" (stream abandoned before EOF)");
     }
 }
 
 /// Why the command stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Ending {
     /// It exited by itself and both streams reached EOF.
     Exited,
@@ -152,11 +85,13 @@ pub enum Ending {
 
 /// The result of [`capture`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capture {
-    /// stdout's preview and counts.
-    pub stdout: StreamCapture,
-    /// stderr's preview and counts.
-    pub stderr: StreamCapture,
+    /// stdout's preview and counts; not [complete](Preview::is_complete) if
+    /// the stream was abandoned before EOF after a kill.
+    pub stdout: Preview,
+    /// stderr's preview and counts, likewise.
+    pub stderr: Preview,
     /// The exit status (after the kill, if any); the child is always reaped.
     pub status: ExitStatus,
     /// Why it stopped.
@@ -174,9 +109,9 @@ impl Capture {
             Ending::TimedOut => format!("timed out, process group killed ({}); ", self.status),
             Ending::Cancelled => format!("cancelled, process group killed ({}); ", self.status),
         };
-        self.stdout.describe("stdout", &mut out);
+        describe(&self.stdout, "stdout", &mut out);
         out.push_str("; ");
-        self.stderr.describe("stderr", &mut out);
+        describe(&self.stderr, "stderr", &mut out);
         out
     }
 }
@@ -188,25 +123,51 @@ impl fmt::Display for Capture {
 }
 
 /// Runs `command` under `scope` and captures its output within the preview
-/// bounds of `options`; see the [module docs](self) for the contract.
+/// bounds of `options`: drains its stdout and its stderr concurrently and
+/// separately to EOF, keeps a bounded [`Preview`] of each, counts what was
+/// dropped exactly, and kills and reaps the process group on cancellation or
+/// timeout.
+///
+/// The right first move is to pass the limit to the command itself (`grep
+/// --max-count 50`, `git log -n 20`, `| tail -n 100`, `find … -maxdepth 3`), so
+/// it never produces what nobody will read. The capture is the safety net: a
+/// child that writes more than a pipe holds (64 KiB on Linux) blocks until
+/// someone reads, so a capture that stops reading at its limit wedges the
+/// child, and the server with it.
+///
+/// # Contract
+///
+/// * stdout and stderr are read concurrently, each to EOF, whatever the
+///   previews hold; memory stays bounded by the preview sizes plus one 64 KiB
+///   read buffer per stream.
+/// * Each stream's [`Preview`] follows the crate's one cut rule: for each,
+///   `head().len() + tail().len() + dropped_bytes() == total_bytes()` exactly,
+///   head and tail never overlap, and text is never cut inside a character.
+/// * stdin is `/dev/null`. The child leads its own process group, owned by the
+///   [`Scope`]: on cancellation or timeout the whole group gets `SIGKILL`, the
+///   pipes are drained to EOF (for at most [`KILL_DRAIN_GRACE`], in case a
+///   process outside the group holds them) and the child is reaped.
+/// * The result says what happened ([`Ending`]) and [`Capture::summary`] says
+///   honestly what was kept and what was dropped.
 ///
 /// Errors only if the command cannot be spawned (or the scope is already
 /// cancelled) or the wait itself fails; a cancellation or timeout later on is
 /// reported in [`Capture::ending`].
 ///
 /// ```
-/// use mcp_framer_stdio::server::{CaptureOptions, Ending, Preview, Scope, capture};
+/// use mcp_framer_stdio::Keep;
+/// use mcp_framer_stdio::server::{CaptureOptions, Ending, Scope, capture};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let mut command = tokio::process::Command::new("sh");
 /// command.args(["-c", "seq 1 100000; echo oops >&2"]);
-/// let options = CaptureOptions { stdout: Preview::Tail(7), ..CaptureOptions::default() };
+/// let options = CaptureOptions::default().with_stdout(Keep::Tail(7));
 /// let run = capture(&mut command, options, &Scope::new()).await?;
 /// assert_eq!(run.ending, Ending::Exited);
-/// assert_eq!(run.stdout.tail, b"100000\n");
-/// assert_eq!(run.stdout.dropped_bytes, run.stdout.total_bytes - 7);
+/// assert_eq!(run.stdout.tail(), b"100000\n");
+/// assert_eq!(run.stdout.dropped_bytes(), run.stdout.total_bytes() - 7);
 /// assert!(run.stderr.is_whole());
-/// assert_eq!(run.stderr.tail, b"oops\n");
+/// assert_eq!(run.stderr.tail(), b"oops\n");
 /// # Ok::<(), std::io::Error>(())
 /// # }).unwrap();
 /// ```
@@ -258,24 +219,16 @@ enum Stop {
 
 /// One stream being drained into a bounded preview.
 struct Drain<R> {
+    /// The stream, until EOF.
     reader: Option<R>,
-    kept: Kept,
-}
-
-/// The bounded preview of a stream and its exact counts.
-struct Kept {
-    head_limit: usize,
-    tail_limit: usize,
-    capture: StreamCapture,
-    tail: VecDeque<u8>,
+    kept: Previewer,
 }
 
 impl<R: AsyncRead + Unpin> Drain<R> {
-    fn new(reader: Option<R>, preview: Preview) -> Drain<R> {
-        let (head_limit, tail_limit) = preview.limits();
-        // A stream that was not piped has nothing to read: complete at once.
-        let capture = StreamCapture { complete: reader.is_none(), ..StreamCapture::default() };
-        Drain { reader, kept: Kept { head_limit, tail_limit, capture, tail: VecDeque::new() } }
+    /// A stream that was not piped (`None`) has nothing to read: it is at its
+    /// end at once.
+    fn new(reader: Option<R>, keep: Keep) -> Drain<R> {
+        Drain { reader, kept: Previewer::new(keep) }
     }
 
     /// Reads to EOF. Cancel-safe: every byte read is accounted for before the
@@ -287,37 +240,16 @@ impl<R: AsyncRead + Unpin> Drain<R> {
             let n = reader.read(&mut buf).await?;
             if n == 0 {
                 self.reader = None;
-                self.kept.capture.complete = true;
                 return Ok(());
             }
-            self.kept.keep(&buf[..n]);
+            self.kept.push(&buf[..n]);
         }
     }
 
-    fn finish(&mut self) -> StreamCapture {
-        let mut capture = std::mem::take(&mut self.kept.capture);
-        capture.tail = std::mem::take(&mut self.kept.tail).into();
-        capture
-    }
-}
-
-impl Kept {
-    fn keep(&mut self, mut bytes: &[u8]) {
-        self.capture.total_bytes += bytes.len() as u64;
-        let room = self.head_limit - self.capture.head.len();
-        let take = room.min(bytes.len());
-        self.capture.head.extend_from_slice(&bytes[..take]);
-        bytes = &bytes[take..];
-        if bytes.len() >= self.tail_limit {
-            self.capture.dropped_bytes += (self.tail.len() + bytes.len() - self.tail_limit) as u64;
-            self.tail.clear();
-            self.tail.extend(&bytes[bytes.len() - self.tail_limit..]);
-            return;
-        }
-        let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_limit);
-        self.tail.drain(..overflow);
-        self.capture.dropped_bytes += overflow as u64;
-        self.tail.extend(bytes);
+    /// The preview: complete if the stream reached EOF, partial if it was
+    /// abandoned.
+    fn finish(&self) -> Preview {
+        if self.reader.is_none() { self.kept.preview() } else { self.kept.preview_partial() }
     }
 }
 
@@ -355,28 +287,26 @@ mod tests {
     fn hundred_mib_on_each_stream_is_drained_with_exact_counts() {
         watched(async {
             let mut command = sh("yes abcdefg | head -c 104857600 & head -c 104857600 /dev/zero >&2; wait");
-            let options = CaptureOptions {
-                stdout: Preview::HeadAndTail { head: 1000, tail: 3000 },
-                stderr: Preview::Tail(5000),
-                timeout: None,
-            };
+            let options = CaptureOptions::default()
+                .with_stdout(Keep::HeadAndTail { head: 1000, tail: 3000 })
+                .with_stderr(Keep::Tail(5000));
             let run = tokio::time::timeout(Duration::from_secs(60), capture(&mut command, options, &Scope::new()))
                 .await
                 .expect("capture finished (watchdog: 60 s)")
                 .unwrap();
             assert_eq!(run.ending, Ending::Exited);
             assert!(run.status.success(), "{}", run.summary());
-            assert_eq!(run.stdout.total_bytes, MIB_100);
-            assert_eq!((run.stdout.head.len(), run.stdout.tail.len()), (1000, 3000));
-            assert_eq!(run.stdout.dropped_bytes, MIB_100 - 4000);
-            assert_eq!(&run.stdout.head[..16], b"abcdefg\nabcdefg\n");
+            assert_eq!(run.stdout.total_bytes(), MIB_100);
+            assert_eq!((run.stdout.head().len(), run.stdout.tail().len()), (1000, 3000));
+            assert_eq!(run.stdout.dropped_bytes(), MIB_100 - 4000);
+            assert_eq!(&run.stdout.head()[..16], b"abcdefg\nabcdefg\n");
             // 104857600 = 8 * 13107200: the stream ends on a whole line.
-            assert!(run.stdout.tail.ends_with(b"abcdefg\nabcdefg\n"));
-            assert!(run.stdout.complete && run.stderr.complete);
-            assert_eq!(run.stderr.total_bytes, MIB_100);
-            assert!(run.stderr.head.is_empty());
-            assert_eq!(run.stderr.tail, vec![0; 5000]);
-            assert_eq!(run.stderr.dropped_bytes, MIB_100 - 5000);
+            assert!(run.stdout.tail().ends_with(b"abcdefg\nabcdefg\n"));
+            assert!(run.stdout.is_complete() && run.stderr.is_complete());
+            assert_eq!(run.stderr.total_bytes(), MIB_100);
+            assert!(run.stderr.head().is_empty());
+            assert_eq!(run.stderr.tail(), vec![0; 5000]);
+            assert_eq!(run.stderr.dropped_bytes(), MIB_100 - 5000);
             let summary = run.summary();
             assert!(summary.contains("stdout: 104857600 bytes, kept first 1000 + last 3000, dropped 104853600"));
             assert!(summary.contains("stderr: 104857600 bytes, kept first 0 + last 5000, dropped 104852600"));
@@ -393,7 +323,7 @@ mod tests {
             assert_eq!(run.status.code(), Some(3));
             assert!(run.stdout.is_whole() && run.stderr.is_whole());
             assert_eq!(run.stdout.to_text(), "héllo");
-            assert_eq!(run.stderr.tail, b"warn");
+            assert_eq!(run.stderr.tail(), b"warn");
             assert!(run.summary().contains("stdout: 6 bytes, all kept"), "{}", run.summary());
         });
     }
@@ -401,20 +331,35 @@ mod tests {
     #[test]
     fn every_split_keeps_head_tail_and_dropped_consistent() {
         let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
-        for preview in [Preview::Head(100), Preview::Tail(100), Preview::HeadAndTail { head: 70, tail: 130 }] {
+        for keep in [Keep::Head(100), Keep::Tail(100), Keep::HeadAndTail { head: 70, tail: 130 }] {
             for chunk in [1, 7, 99, 100, 101, 4096, 5000] {
-                let mut drain = Drain::<&[u8]>::new(None, preview);
+                let mut drain = Drain::<&[u8]>::new(None, keep);
                 for piece in data.chunks(chunk) {
-                    drain.kept.keep(piece);
+                    drain.kept.push(piece);
                 }
                 let kept = drain.finish();
-                let (head, tail) = preview.limits();
-                assert_eq!(kept.head, data[..head]);
-                assert_eq!(kept.tail, data[data.len() - tail..]);
-                assert_eq!(kept.dropped_bytes, (data.len() - head - tail) as u64);
-                assert_eq!(kept.total_bytes, data.len() as u64);
+                let (head, tail) = keep.limits();
+                assert_eq!(kept.head(), &data[..head]);
+                assert_eq!(kept.tail(), &data[data.len() - tail..]);
+                assert_eq!(kept.dropped_bytes(), (data.len() - head - tail) as u64);
+                assert_eq!(kept.total_bytes(), data.len() as u64);
             }
         }
+    }
+
+    #[test]
+    fn text_output_is_cut_at_character_boundaries() {
+        watched(async {
+            // 3-byte characters: 4096 is not a multiple of 3, so both limits
+            // fall inside a character.
+            let mut command = sh("i=0; while [ $i -lt 5000 ]; do printf '€'; i=$((i+1)); done");
+            let run = capture(&mut command, CaptureOptions::default(), &Scope::new()).await.unwrap();
+            assert_eq!(run.stdout.total_bytes(), 15_000);
+            assert_eq!((run.stdout.head().len(), run.stdout.tail().len()), (4095, 4095));
+            assert_eq!(run.stdout.dropped_bytes(), 15_000 - 2 * 4095);
+            assert!(std::str::from_utf8(run.stdout.head()).is_ok() && std::str::from_utf8(run.stdout.tail()).is_ok());
+            assert!(run.stdout.to_text().contains("[preview: first 4095 and last 4095 of 15000 bytes; 6810 bytes"));
+        });
     }
 
     /// A timeout kills the whole group (the grandchild holding the pipes
@@ -422,15 +367,15 @@ mod tests {
     #[test]
     fn timeout_kills_the_group_and_reaps() {
         watched(async {
-            let options = CaptureOptions { timeout: Some(Duration::from_millis(200)), ..CaptureOptions::default() };
+            let options = CaptureOptions::default().with_timeout(Duration::from_millis(200));
             let started = Instant::now();
             let run =
                 capture(&mut sh("echo started; sleep 30 & sleep 30; wait"), options, &Scope::new()).await.unwrap();
             assert!(started.elapsed() < Duration::from_secs(5));
             assert_eq!(run.ending, Ending::TimedOut);
             // The backgrounded grandchild holds the pipes too: EOF means it died.
-            assert!(run.stdout.complete, "pipes reached EOF once the whole group was dead");
-            assert_eq!(run.stdout.head, b"started\n");
+            assert!(run.stdout.is_complete(), "pipes reached EOF once the whole group was dead");
+            assert_eq!(run.stdout.head(), b"started\n");
             assert!(run.summary().starts_with("timed out, process group killed"), "{}", run.summary());
             let pgid = run.pid.unwrap();
             assert!(!std::path::Path::new(&format!("/proc/{pgid}")).exists(), "the child was reaped");

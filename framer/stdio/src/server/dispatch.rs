@@ -18,10 +18,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::cancel::Scope;
-use super::report::{Counters, bump};
+use super::report::Counters;
 use super::table::Table;
 use super::tool::{Call, Handler, RpcError};
 use super::writer::{Outbox, encode_error};
+use crate::counter::bump;
 use mcp_framer_jsonrpc::{EncodeError, Encoder, OwnedId};
 
 /// One `tools/call` to run.

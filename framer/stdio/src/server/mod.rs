@@ -11,15 +11,21 @@
 //! # Pieces
 //!
 //! * [`Server`]: tools and their handlers; [`Server::serve`] /
-//!   [`Server::serve_stdio`] run the loop (the [`serve`] module docs
-//!   state its contract) and return a [`ServeReport`].
+//!   [`Server::serve_stdio`] run the loop ([`Server::serve`] states its
+//!   contract) and return a [`ServeReport`].
 //! * The request table: states [`State::Queued`], [`State::Running`],
 //!   [`State::Writing`] and done, and what a cancellation does in each.
 //! * [`Call`]: what a handler gets — arguments, the request's [`Scope`]
-//!   ([`CancelToken`], [`Scope::spawn_child`], [`Scope::abortable`],
-//!   [`Scope::spawn_task`]) and notifications.
-//! * [`capture()`]: bounded subprocess capture.
-//! * [`Budget`] and [`BytesPreview`]: results within a budget, with cursors.
+//!   (a tokio-util `CancellationToken`, [`Scope::spawn_child`],
+//!   [`Scope::abortable`], [`Scope::spawn_task`]) and notifications.
+//! * [`capture()`]: bounded subprocess capture into a
+//!   [`Preview`](crate::Preview) per stream.
+//! * [`Budget`]: results within a budget, with cursors; and
+//!   [`Preview::into_result`](crate::Preview::into_result): a bounded body
+//!   preview as a tool result.
+//!
+//! Every item is exported here, at `mcp_framer_stdio::server::…`, and only
+//! here (the modules are private).
 //!
 //! Logs are `tracing` events; this module never prints. stdout carries
 //! protocol frames only.
@@ -66,19 +72,19 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use mcp_framer::{Config, DEFAULT_MAX_FRAME};
 
-pub mod budget;
-pub mod cancel;
-pub mod capture;
+mod budget;
+mod cancel;
+mod capture;
 mod dispatch;
 mod report;
-pub mod serve;
-pub mod table;
+mod serve;
+mod table;
 mod tool;
 mod writer;
 
-pub use budget::{BodyLen, Budget, BudgetError, BytesPreview, CursorError, Page, Resume, Skipped};
-pub use cancel::{CancelToken, Cancelled, Scope, ScopedChild};
-pub use capture::{Capture, CaptureOptions, Ending, KILL_DRAIN_GRACE, Preview, StreamCapture, capture};
+pub use budget::{Budget, BudgetError, CursorError, Page, Resume, Skipped};
+pub use cancel::{Cancelled, Scope, ScopedChild};
+pub use capture::{Capture, CaptureOptions, Ending, KILL_DRAIN_GRACE, capture};
 pub use report::{CancelCounts, ServeReport};
 pub use table::{CancelOutcome, State};
 pub use tool::{Call, RpcError, Tool, ToolResult};
@@ -89,8 +95,18 @@ use tool::Handler;
 /// answers with the client's version if it is one of these, else the newest.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// Limits of a serve loop. Build with struct update syntax from the default.
+/// Limits of a serve loop. Build one from the default with the `with_*`
+/// setters (the fields may grow, so the struct is `#[non_exhaustive]`).
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_framer_stdio::server::ServerConfig;
+///
+/// let config = ServerConfig::default().with_max_concurrent(4).with_shutdown_grace(Duration::from_secs(1));
+/// assert_eq!((config.max_concurrent, config.max_queued), (4, 256));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The stdin framer's configuration: the transport limit and line rules,
     /// the same as the host's. Default: [`Config::default`] (16 MiB, skip
@@ -106,7 +122,9 @@ pub struct ServerConfig {
     /// [`DEFAULT_MAX_FRAME`].
     pub max_response: usize,
     /// Bytes of frames queued for stdout before handlers wait (and replies
-    /// from the stdin loop are dropped). Default: [`DEFAULT_MAX_FRAME`].
+    /// from the stdin loop are dropped), at least 1 and at most `u32::MAX`
+    /// (values outside are clamped); a frame larger than this is queued
+    /// alone. Default: [`DEFAULT_MAX_FRAME`].
     pub writer_queue_bytes: usize,
     /// At stdin EOF: how long in-flight requests may still run, and then how
     /// long the writer may take to flush. Default: 5 s.
@@ -123,6 +141,44 @@ impl Default for ServerConfig {
             writer_queue_bytes: DEFAULT_MAX_FRAME,
             shutdown_grace: Duration::from_secs(5),
         }
+    }
+}
+
+impl ServerConfig {
+    /// Sets [`framer`](ServerConfig::framer).
+    pub fn with_framer(mut self, framer: Config) -> ServerConfig {
+        self.framer = framer;
+        self
+    }
+
+    /// Sets [`max_concurrent`](ServerConfig::max_concurrent).
+    pub fn with_max_concurrent(mut self, max_concurrent: usize) -> ServerConfig {
+        self.max_concurrent = max_concurrent;
+        self
+    }
+
+    /// Sets [`max_queued`](ServerConfig::max_queued).
+    pub fn with_max_queued(mut self, max_queued: usize) -> ServerConfig {
+        self.max_queued = max_queued;
+        self
+    }
+
+    /// Sets [`max_response`](ServerConfig::max_response).
+    pub fn with_max_response(mut self, max_response: usize) -> ServerConfig {
+        self.max_response = max_response;
+        self
+    }
+
+    /// Sets [`writer_queue_bytes`](ServerConfig::writer_queue_bytes).
+    pub fn with_writer_queue_bytes(mut self, writer_queue_bytes: usize) -> ServerConfig {
+        self.writer_queue_bytes = writer_queue_bytes;
+        self
+    }
+
+    /// Sets [`shutdown_grace`](ServerConfig::shutdown_grace).
+    pub fn with_shutdown_grace(mut self, shutdown_grace: Duration) -> ServerConfig {
+        self.shutdown_grace = shutdown_grace;
+        self
     }
 }
 
@@ -187,8 +243,37 @@ impl Server {
     }
 
     /// Serves requests read from `input`, writing frames to `output`, until
-    /// `input` ends (or `output` fails); see the [`serve`] module for the
-    /// contract. Returns the loop's counters.
+    /// `input` ends (or `output` fails). Returns the loop's counters.
+    ///
+    /// # Contract
+    ///
+    /// * stdin is read in read-into mode straight into the [`Framer`](mcp_framer::Framer)'s buffer,
+    ///   under [`ServerConfig::framer`] (the same
+    ///   transport limit and policies as the host). The loop never waits for
+    ///   anything but stdin, so cancellations are read even while handlers run
+    ///   and stdout is blocked.
+    /// * A frame that is not a JSON-RPC message is answered with the error the
+    ///   JSON-RPC spec calls for (-32700 parse error, -32600 invalid request)
+    ///   with the request id when one can be recovered, `null` otherwise; a frame
+    ///   over the transport limit is discarded by the framer and answered -32600
+    ///   with a `null` id. Each is counted and logged; the loop continues.
+    /// * `initialize`, `ping` and `tools/list` are answered by the loop itself;
+    ///   `tools/call` goes to a task of its own, within the concurrency bound; other methods get
+    ///   -32601. Responses from the host are ignored (this server sends no
+    ///   requests). `notifications/cancelled` goes to the request
+    ///   [table](State); a malformed one (no usable `requestId`) is
+    ///   ignored, and `initialize` cannot be cancelled.
+    /// * At stdin EOF (or a read error, or a sticky framer error under
+    ///   `OversizePolicy::Fail`) the loop stops reading, lets in-flight requests
+    ///   finish for at most [`ServerConfig::shutdown_grace`],
+    ///   cancels the rest (their process groups are killed), flushes the writer
+    ///   (again within the grace period) and returns its [`ServeReport`]. A host
+    ///   that has stopped draining stdout by then cannot hold the server: the
+    ///   flush is abandoned at the deadline, the frame being written stays
+    ///   unfinished (bytes cannot be retracted; the host's framer reports it as
+    ///   truncated) and [`ServeReport::unflushed_frames`] counts what was not
+    ///   written. If stdout fails, the host is gone: everything is cancelled at
+    ///   once.
     ///
     /// ```
     /// use std::time::Duration;

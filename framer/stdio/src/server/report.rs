@@ -1,12 +1,14 @@
 //! What a serve loop did: counters shared by its tasks, and the final report.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 
+use crate::counter::get;
 use mcp_framer::Stats;
 
 /// What happened to `notifications/cancelled` messages, by the state the
 /// request was in when the cancellation arrived.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct CancelCounts {
     /// Queued: the request never started and got no response.
     pub queued: u64,
@@ -88,13 +90,8 @@ pub(crate) struct Counters {
     pub(crate) cancelled_at_shutdown: AtomicU64,
 }
 
-pub(crate) fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Relaxed);
-}
-
 impl Counters {
     pub(crate) fn report(&self, framer: Stats) -> ServeReport {
-        let get = |c: &AtomicU64| c.load(Relaxed);
         ServeReport {
             framer,
             requests: get(&self.requests),

@@ -1,36 +1,6 @@
 //! The serve loop: read stdin through the framer, classify each frame, answer
 //! what can be answered at once, dispatch tool calls, apply cancellations,
 //! and shut down cleanly at EOF.
-//!
-//! # Contract
-//!
-//! * stdin is read in read-into mode straight into the [`Framer`]'s buffer,
-//!   under [`ServerConfig::framer`](super::ServerConfig::framer) (the same
-//!   transport limit and policies as the host). The loop never waits for
-//!   anything but stdin, so cancellations are read even while handlers run
-//!   and stdout is blocked.
-//! * A frame that is not a JSON-RPC message is answered with the error the
-//!   JSON-RPC spec calls for (-32700 parse error, -32600 invalid request)
-//!   with the request id when one can be recovered, `null` otherwise; a frame
-//!   over the transport limit is discarded by the framer and answered -32600
-//!   with a `null` id. Each is counted and logged; the loop continues.
-//! * `initialize`, `ping` and `tools/list` are answered by the loop itself;
-//!   `tools/call` goes to a task of its own, within the concurrency bound; other methods get
-//!   -32601. Responses from the host are ignored (this server sends no
-//!   requests). `notifications/cancelled` goes to the request
-//!   [table](super::table); a malformed one (no usable `requestId`) is
-//!   ignored, and `initialize` cannot be cancelled.
-//! * At stdin EOF (or a read error, or a sticky framer error under
-//!   `OversizePolicy::Fail`) the loop stops reading, lets in-flight requests
-//!   finish for at most [`ServerConfig::shutdown_grace`](super::ServerConfig::shutdown_grace),
-//!   cancels the rest (their process groups are killed), flushes the writer
-//!   (again within the grace period) and returns its [`ServeReport`]. A host
-//!   that has stopped draining stdout by then cannot hold the server: the
-//!   flush is abandoned at the deadline, the frame being written stays
-//!   unfinished (bytes cannot be retracted; the host's framer reports it as
-//!   truncated) and [`ServeReport::unflushed_frames`] counts what was not
-//!   written. If stdout fails, the host is gone: everything is cancelled at
-//!   once.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -43,11 +13,12 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::dispatch::{Dispatcher, Job};
-use super::report::{Counters, ServeReport, bump};
+use super::report::{Counters, ServeReport};
 use super::table::{CancelOutcome, Table};
 use super::tool::RpcError;
 use super::writer::{Outbox, encode_error, run_writer};
 use super::{PROTOCOL_VERSIONS, Server};
+use crate::counter::{add, bump};
 use mcp_framer::{Event, Framer};
 use mcp_framer_jsonrpc::{self as envelope, Encoder, Id, Message, OwnedId, RawJson};
 
@@ -159,7 +130,7 @@ where
     let stdout_gone = writer_done.is_some();
     if stdout_gone || !session.dispatcher.drain(grace).await {
         let cancelled = session.table.cancel_all();
-        session.counters.cancelled_at_shutdown.fetch_add(cancelled as u64, std::sync::atomic::Ordering::Relaxed);
+        add(&session.counters.cancelled_at_shutdown, cancelled as u64);
         session.dispatcher.abort_all().await;
         if cancelled > 0 {
             tracing::warn!(cancelled, "requests still in flight at shutdown were cancelled");

@@ -1,25 +1,5 @@
 //! The request table: each request id in flight, its state, and the
 //! [`Scope`] that owns its producers.
-//!
-//! # States and cancellation
-//!
-//! A request enters as [`State::Queued`] (waiting for a concurrency permit),
-//! becomes [`State::Running`] when its handler starts and
-//! [`State::Writing`] once its response is committed to the writer; it leaves
-//! the table when that frame has been written (done). A
-//! `notifications/cancelled` for it:
-//!
-//! * **queued**: the entry is removed and its token cancelled, so it never
-//!   starts and gets no response;
-//! * **running**: the entry is removed and its [`Scope`] cancelled: token
-//!   cancelled, child process groups killed, tasks (the handler's own
-//!   included) aborted. No response is sent;
-//! * **writing**: nothing happens; the frame completes (bytes cannot be
-//!   retracted);
-//! * **done, or an unknown id**: ignored.
-//!
-//! Transitions are checked under one lock, so a cancellation and a state
-//! change never both win.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -28,6 +8,26 @@ use super::cancel::Scope;
 use mcp_framer_jsonrpc::OwnedId;
 
 /// Where a request is in its life.
+///
+/// # States and cancellation
+///
+/// A request enters as [`State::Queued`] (waiting for a concurrency permit),
+/// becomes [`State::Running`] when its handler starts and
+/// [`State::Writing`] once its response is committed to the writer; it leaves
+/// the table when that frame has been written (done). A
+/// `notifications/cancelled` for it:
+///
+/// * **queued**: the entry is removed and its token cancelled, so it never
+///   starts and gets no response;
+/// * **running**: the entry is removed and its [`Scope`] cancelled: token
+///   cancelled, child process groups killed, tasks (the handler's own
+///   included) aborted. No response is sent;
+/// * **writing**: nothing happens; the frame completes (bytes cannot be
+///   retracted);
+/// * **done, or an unknown id**: ignored.
+///
+/// Transitions are checked under one lock, so a cancellation and a state
+/// change never both win.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum State {
     /// Waiting for a concurrency permit; not started.

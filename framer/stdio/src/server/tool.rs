@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_json::value::{RawValue, to_raw_value};
 use tokio::process::Command;
 
-use super::cancel::{CancelToken, Cancelled, Scope, ScopedChild};
+use super::cancel::{Cancelled, Scope, ScopedChild};
 use super::capture::{Capture, CaptureOptions, capture};
 use super::writer::Outbox;
 use mcp_framer_jsonrpc::OwnedId;
@@ -89,6 +89,7 @@ pub(crate) type Handler = Arc<dyn Fn(Call) -> HandlerFuture + Send + Sync>;
 
 /// A tool as `tools/list` describes it.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct Tool {
     /// The name `tools/call` selects it by.
     pub name: String,
@@ -153,8 +154,9 @@ impl Call {
         &self.scope
     }
 
-    /// The request's cancellation token.
-    pub fn token(&self) -> &CancelToken {
+    /// The request's cancellation token (tokio-util's): wait on it with
+    /// `cancelled().await`, or test it with `is_cancelled()`.
+    pub fn token(&self) -> &tokio_util::sync::CancellationToken {
         self.scope.token()
     }
 

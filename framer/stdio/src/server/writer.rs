@@ -11,7 +11,8 @@
 //! * Frames are written by [`mcp_framer_jsonrpc::Encoder`]: one line
 //!   whatever a raw value holds (its newline rule), never over the response
 //!   limit.
-//! * The queue is bounded in bytes. Handlers wait for room; the stdin loop
+//! * The queue is bounded in bytes (the crate's byte bound: a frame larger
+//!   than the bound is queued alone). Handlers wait for room; the stdin loop
 //!   never waits (it must keep reading cancellations), so its replies are
 //!   dropped and counted when the queue is full.
 //! * When stdout fails (the host went away) the writer stops, wakes every
@@ -23,10 +24,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
 
-use super::report::{Counters, bump};
+use super::report::Counters;
 use super::tool::RpcError;
+use crate::bound::{ByteBound, Held};
+use crate::counter::{add, bump};
 use mcp_framer_jsonrpc::{Encoder, OwnedId};
 
 /// A frame for an error response (`id: null` when `id` is `None`). An error
@@ -51,7 +54,7 @@ pub(crate) enum Msg {
 /// its room in the queue and runs its `done` hook.
 pub(crate) struct Outgoing {
     bytes: Vec<u8>,
-    _room: Option<OwnedSemaphorePermit>,
+    _room: Option<Held>,
     done: Option<Box<dyn FnOnce() + Send>>,
     pending: Arc<AtomicU64>,
 }
@@ -65,15 +68,11 @@ impl Drop for Outgoing {
     }
 }
 
-/// Room reserved in the writer's queue for one frame.
-pub(crate) struct Room(OwnedSemaphorePermit);
-
 /// The handle every task queues frames through. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Msg>,
-    room: Arc<Semaphore>,
-    room_bytes: usize,
+    room: ByteBound,
     max_frame: usize,
     pending: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -82,18 +81,17 @@ pub(crate) struct Outbox {
 /// The writer's end of an [`Outbox`].
 pub(crate) struct Inbox {
     rx: mpsc::UnboundedReceiver<Msg>,
-    room: Arc<Semaphore>,
+    room: ByteBound,
 }
 
 impl Outbox {
     /// An outbox whose queue holds at most `room_bytes` bytes of frames, each
     /// at most `max_frame` bytes of JSON.
     pub(crate) fn new(room_bytes: usize, max_frame: usize, counters: Arc<Counters>) -> (Outbox, Inbox) {
-        let room_bytes = room_bytes.clamp(1, u32::MAX as usize);
-        let room = Arc::new(Semaphore::new(room_bytes));
+        let room = ByteBound::new(room_bytes);
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicU64::new(0));
-        let outbox = Outbox { tx, room: Arc::clone(&room), room_bytes, max_frame, pending, counters };
+        let outbox = Outbox { tx, room: room.clone(), max_frame, pending, counters };
         (outbox, Inbox { rx, room })
     }
 
@@ -106,21 +104,17 @@ impl Outbox {
         self.pending.load(Relaxed)
     }
 
-    fn permits(&self, len: usize) -> u32 {
-        len.clamp(1, self.room_bytes) as u32
-    }
-
     /// Waits for room for a frame of `len` bytes; `None` once stdout is gone.
     /// Cancel-safe.
-    pub(crate) async fn reserve(&self, len: usize) -> Option<Room> {
-        Arc::clone(&self.room).acquire_many_owned(self.permits(len)).await.ok().map(Room)
+    pub(crate) async fn reserve(&self, len: usize) -> Option<Held> {
+        self.room.acquire(len).await
     }
 
     /// Queues a frame in reserved room. `done` runs once the frame is written
     /// (or dropped because stdout is gone).
-    pub(crate) fn push(&self, bytes: Vec<u8>, room: Option<Room>, done: Option<Box<dyn FnOnce() + Send>>) {
+    pub(crate) fn push(&self, bytes: Vec<u8>, room: Option<Held>, done: Option<Box<dyn FnOnce() + Send>>) {
         self.pending.fetch_add(1, Relaxed);
-        let frame = Outgoing { bytes, _room: room.map(|r| r.0), done, pending: Arc::clone(&self.pending) };
+        let frame = Outgoing { bytes, _room: room, done, pending: Arc::clone(&self.pending) };
         // A send error means the writer is gone; the frame is dropped.
         let _ = self.tx.send(Msg::Frame(frame));
     }
@@ -128,9 +122,9 @@ impl Outbox {
     /// Queues a reply from the stdin loop without waiting: dropped and counted
     /// when the queue is full.
     pub(crate) fn try_send(&self, bytes: Vec<u8>) {
-        match Arc::clone(&self.room).try_acquire_many_owned(self.permits(bytes.len())) {
-            Ok(room) => self.push(bytes, Some(Room(room)), None),
-            Err(_) => {
+        match self.room.try_acquire(bytes.len()) {
+            Some(room) => self.push(bytes, Some(room), None),
+            None => {
                 bump(&self.counters.replies_dropped);
                 tracing::warn!(bytes = bytes.len(), "stdout queue full (host not draining?): reply dropped");
             }
@@ -168,8 +162,8 @@ pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
         while let Some(msg) = inbox.rx.recv().await {
             let Msg::Frame(frame) = msg else { break };
             out.write_all(&frame.bytes).await?;
-            counters.frames_out.fetch_add(1, Relaxed);
-            counters.bytes_out.fetch_add(frame.bytes.len() as u64, Relaxed);
+            bump(&counters.frames_out);
+            add(&counters.bytes_out, frame.bytes.len() as u64);
             drop(frame);
             if inbox.rx.is_empty() {
                 out.flush().await?;

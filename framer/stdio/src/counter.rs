@@ -1,0 +1,20 @@
+//! The counters of the host's metrics and of the server's report: atomics
+//! that only grow, updated with relaxed ordering (each value is exact; a set
+//! of them read at once is not one atomic picture).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Adds `n` to a counter.
+pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Relaxed);
+}
+
+/// Adds one to a counter.
+pub(crate) fn bump(counter: &AtomicU64) {
+    add(counter, 1);
+}
+
+/// Reads a counter.
+pub(crate) fn get(counter: &AtomicU64) -> u64 {
+    counter.load(Relaxed)
+}
