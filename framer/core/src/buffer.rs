@@ -48,11 +48,6 @@ impl Buffer {
         &self.data
     }
 
-    #[inline]
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.data
-    }
-
     /// Drops every live byte. The storage keeps its size.
     #[inline]
     pub(crate) fn clear(&mut self) {

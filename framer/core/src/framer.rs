@@ -265,23 +265,6 @@ impl Framer {
         Ok(raw.map(|raw| raw.into_event(|src| &self.buf.bytes()[src.buffered()])))
     }
 
-    /// As [`next_event`](Framer::next_event), with the frame as `&mut [u8]`
-    /// for in-place parsers.
-    #[inline(always)]
-    pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        match self.next_plain_buffered() {
-            Some(frame) => Ok(Some(Event::Frame(&mut self.buf.bytes_mut()[frame]))),
-            None => self.next_event_mut_general(),
-        }
-    }
-
-    /// [`next_event_mut`](Framer::next_event_mut) off the fast path.
-    #[inline(never)]
-    fn next_event_mut_general(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        let raw = self.step_buffered()?;
-        Ok(raw.map(|raw| raw.into_event(|src| &mut self.buf.bytes_mut()[src.buffered()])))
-    }
-
     /// Whether no special state is in force: nothing queued, no BOM decision
     /// pending, no discard, not stopped, not at end of stream. The fast paths
     /// run only then.

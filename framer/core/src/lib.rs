@@ -73,5 +73,5 @@ mod stats;
 pub use config::{Bom, Config, DEFAULT_MAX_FRAME, DEFAULT_READ_SIZE, EmptyLines, OversizePolicy};
 pub use event::{Event, FrameError};
 pub use framer::Framer;
-pub use push::{Push, PushMut};
+pub use push::Push;
 pub use stats::Stats;

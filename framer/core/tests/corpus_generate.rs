@@ -44,7 +44,7 @@ fn keep_bom(c: Config) -> Config {
 }
 
 fn setup(config: Config, chunks: &[usize]) -> Setup {
-    Setup { config, chunks: chunks.to_vec(), drain_mut: false }
+    Setup { config, chunks: chunks.to_vec() }
 }
 
 /// A payload seed: name, setup, bytes.
@@ -211,7 +211,7 @@ fn regenerate_seeds() {
         let plan =
             if setup.chunks.is_empty() { vec![0, 0xFFFF, 4096] } else { [&[0, 0xFFFF][..], &setup.chunks].concat() };
         let plan = plan.into_iter().take(check::MAX_CHUNKS).collect();
-        let reader = Setup { chunks: plan, drain_mut: name.len().is_multiple_of(2), ..setup };
+        let reader = Setup { chunks: plan, ..setup };
         let bytes = [reader.encode(), payload.clone()].concat();
         let (decoded, stream) = decode_setup_and_payload(&bytes);
         assert_eq!(decoded, reader, "{name} (reader) does not round-trip");

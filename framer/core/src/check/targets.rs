@@ -15,8 +15,9 @@
 //! ```
 //!
 //! * `flags`: bit 0 [`OversizePolicy::Fail`], bit 1 keep `\r`
-//!   (`strip_cr = false`), bit 2 [`EmptyLines::Deliver`], bit 3 [`Bom::Keep`],
-//!   bit 4 drain with the `_mut` event calls (reader target only).
+//!   (`strip_cr = false`), bit 2 [`EmptyLines::Deliver`], bit 3 [`Bom::Keep`].
+//!   Other bits are ignored (bit 4 once chose the removed `&mut` event
+//!   calls; committed seeds still set it).
 //! * `limit`: `max_frame = limit % 4097`, so small limits and oversize frames
 //!   are common.
 //! * `read_size`: the least spare space per read in read-into mode; `0` means
@@ -45,7 +46,6 @@ const FAIL: u8 = 1;
 const KEEP_CR: u8 = 1 << 1;
 const DELIVER_EMPTY: u8 = 1 << 2;
 const KEEP_BOM: u8 = 1 << 3;
-const DRAIN_MUT: u8 = 1 << 4;
 
 /// A framer configuration plus a chunking: the header of every fuzz input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,14 +54,12 @@ pub struct Setup {
     pub config: Config,
     /// Chunk (or read) sizes, cycled; empty means one chunk.
     pub chunks: Vec<usize>,
-    /// Drain with `next_event_mut` (reader target).
-    pub drain_mut: bool,
 }
 
 impl Setup {
-    /// A setup with `config`, one chunk, `next_event`.
+    /// A setup with `config` and one chunk.
     pub fn new(config: Config) -> Setup {
-        Setup { config, chunks: Vec::new(), drain_mut: false }
+        Setup { config, chunks: Vec::new() }
     }
 
     /// Decodes the header from the front of `u`.
@@ -82,7 +80,7 @@ impl Setup {
             bom: if flags & KEEP_BOM != 0 { Bom::Keep } else { Bom::Strip },
             read_size: if read_size == 0 { DEFAULT_READ_SIZE } else { read_size },
         };
-        Ok(Setup { config, chunks, drain_mut: flags & DRAIN_MUT != 0 })
+        Ok(Setup { config, chunks })
     }
 
     /// The header bytes that [`decode`](Setup::decode) turns back into this
@@ -100,7 +98,6 @@ impl Setup {
         flags |= if c.strip_cr { 0 } else { KEEP_CR };
         flags |= if c.empty_lines == EmptyLines::Deliver { DELIVER_EMPTY } else { 0 };
         flags |= if c.bom == Bom::Keep { KEEP_BOM } else { 0 };
-        flags |= if self.drain_mut { DRAIN_MUT } else { 0 };
         assert!(c.max_frame <= MAX_LIMIT, "max_frame {} does not fit the header", c.max_frame);
         assert!(self.chunks.len() <= MAX_CHUNKS, "{} chunk sizes do not fit the header", self.chunks.len());
         let read_size = if c.read_size == DEFAULT_READ_SIZE { 0 } else { c.read_size };
@@ -428,12 +425,7 @@ pub fn check_adversarial_reader(case: &ReaderCase<'_>) {
         };
         assert!(framer.capacity() as u64 <= cap, "buffer storage {} exceeds {cap}", framer.capacity());
         loop {
-            let next = if case.setup.drain_mut {
-                framer.next_event_mut().map(|e| e.map(|e| e.map(|f| f.to_vec())))
-            } else {
-                framer.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec)))
-            };
-            match next {
+            match framer.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec))) {
                 Ok(Some(event)) => events.push(event),
                 Ok(None) => break,
                 Err(err) => {

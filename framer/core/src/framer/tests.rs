@@ -176,14 +176,14 @@ fn each_byte_is_scanned_once_however_the_frame_is_split() {
             let mut events = 0;
             for piece in input.chunks(chunk) {
                 match mode {
-                    Mode::ReadInto | Mode::ReadIntoMut => {
+                    Mode::ReadInto => {
                         framer.spare()[..piece.len()].copy_from_slice(piece);
                         framer.commit(piece.len());
                         while framer.next_event().unwrap().is_some() {
                             events += 1;
                         }
                     }
-                    Mode::Push | Mode::PushMut => {
+                    Mode::Push => {
                         let mut push = framer.push(piece);
                         while push.next_event().unwrap().is_some() {
                             events += 1;
@@ -296,16 +296,16 @@ fn dropping_a_push_early_loses_no_bytes() {
 }
 
 #[test]
-fn frames_inside_a_pushed_chunk_are_slices_of_it_and_mut_frames_are_writable() {
-    let mut chunk = *b"{\"a\":1}\n{\"b\":2}\n";
+fn frames_inside_a_pushed_chunk_are_slices_of_it() {
+    let chunk = *b"{\"a\":1}\n{\"b\":2}\n{\"c\"";
     let base = chunk.as_ptr() as usize;
     let mut framer = Framer::new(Config::default());
-    let mut push = framer.push_mut(&mut chunk);
-    while let Some(Event::Frame(frame)) = push.next_event_mut().unwrap() {
-        let offset = frame.as_ptr() as usize - base;
-        assert!(offset == 0 || offset == 8, "frame not borrowed from the chunk");
-        frame[0] = b'[';
+    let mut push = framer.push(&chunk);
+    let mut offsets = Vec::new();
+    while let Some(Event::Frame(frame)) = push.next_event().unwrap() {
+        offsets.push(frame.as_ptr() as usize - base);
     }
     drop(push);
-    assert_eq!(&chunk, b"[\"a\":1}\n[\"b\":2}\n");
+    assert_eq!(offsets, vec![0, 8], "frames not borrowed from the chunk");
+    assert_eq!(framer.buffered(), 4, "only the partial tail is copied");
 }
