@@ -31,12 +31,6 @@ impl Buffer {
         self.end - self.start
     }
 
-    /// Bytes not yet searched for `\n`.
-    #[inline]
-    pub(crate) fn unscanned(&self) -> &[u8] {
-        &self.data[self.scan..self.end]
-    }
-
     /// The live region.
     #[inline]
     pub(crate) fn live(&self) -> &[u8] {

@@ -1,6 +1,5 @@
 //! Push mode: frame a chunk the caller owns, zero-copy.
 
-use crate::framer::Src;
 use crate::{Event, FrameError, Framer};
 
 impl Framer {
@@ -35,6 +34,7 @@ impl Framer {
     ///
     /// After [`finish`](Framer::finish), if `chunk` is not empty.
     pub fn push<'f, 'c>(&'f mut self, chunk: &'c [u8]) -> Push<'f, 'c> {
+        assert!(!self.eof || chunk.is_empty(), "push after finish");
         self.stats.bytes_in += chunk.len() as u64;
         Push { framer: self, chunk, pos: 0 }
     }
@@ -62,14 +62,8 @@ impl Push<'_, '_> {
     /// [`next_event`](Push::next_event) off the fast path, out of line.
     #[inline(never)]
     fn next_event_general(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
-        let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
-        let (buffer, chunk) = (self.framer.buf.bytes(), self.chunk);
-        Ok(raw.map(|raw| {
-            raw.into_event(|src| match src {
-                Src::Buf(range) => &buffer[range],
-                Src::Chunk(range) => &chunk[range],
-            })
-        }))
+        let event = self.framer.step(self.chunk, &mut self.pos)?;
+        Ok(event.map(|event| event.map(|src| src.slice(self.framer.buf.bytes(), self.chunk))))
     }
 
     /// The framer, for its counters.

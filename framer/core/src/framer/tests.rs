@@ -192,7 +192,7 @@ fn each_byte_is_scanned_once_however_the_frame_is_split() {
                 }
             }
             assert_eq!(events, 1);
-            assert_eq!(framer.scanned, input.len() as u64, "{mode:?} chunk {chunk}: bytes searched more than once");
+            assert_eq!(framer.scanned(), input.len() as u64, "{mode:?} chunk {chunk}: bytes searched more than once");
         }
     }
 }
