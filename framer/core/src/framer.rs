@@ -60,7 +60,7 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// use mcp_framer::{Config, Event, Framer};
 ///
 /// let mut pipe: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n\n{\"partial\":";
-/// let mut framer = Framer::new(Config::with_max_frame(1024));
+/// let mut framer = Framer::new(Config::DEFAULT.with_max_frame(1024));
 /// let mut frames = Vec::new();
 /// loop {
 ///     let n = std::io::Read::read(&mut pipe, framer.spare()).unwrap();

@@ -128,7 +128,7 @@ async fn the_transport_refuses_the_same_response_by_its_limit_and_the_child_fini
         let limit = 1 << 20;
         let mut config = config();
         config.reader = ReaderConfig {
-            framer: Config { max_frame: limit, oversize: OversizePolicy::Skip, ..Config::default() },
+            framer: Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip),
             ..ReaderConfig::default()
         };
         let (session, mut inbound) = spawn(config);

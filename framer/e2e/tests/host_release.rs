@@ -21,7 +21,7 @@ const LIMIT: usize = 64 * 1024;
 fn limited(oversize: OversizePolicy) -> SessionConfig {
     SessionConfig {
         reader: ReaderConfig {
-            framer: Config { max_frame: LIMIT, oversize, ..Config::default() },
+            framer: Config::DEFAULT.with_max_frame(LIMIT).with_oversize(oversize),
             ..ReaderConfig::default()
         },
         ..config()

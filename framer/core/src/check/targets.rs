@@ -72,14 +72,13 @@ impl Setup {
         for _ in 0..count {
             chunks.push(usize::from(u16::arbitrary(u)?));
         }
-        let config = Config {
-            max_frame: limit,
-            oversize: if flags & FAIL != 0 { OversizePolicy::Fail } else { OversizePolicy::Skip },
-            strip_cr: flags & KEEP_CR == 0,
-            empty_lines: if flags & DELIVER_EMPTY != 0 { EmptyLines::Deliver } else { EmptyLines::Skip },
-            bom: if flags & KEEP_BOM != 0 { Bom::Keep } else { Bom::Strip },
-            read_size: if read_size == 0 { DEFAULT_READ_SIZE } else { read_size },
-        };
+        let config = Config::DEFAULT
+            .with_max_frame(limit)
+            .with_oversize(if flags & FAIL != 0 { OversizePolicy::Fail } else { OversizePolicy::Skip })
+            .with_strip_cr(flags & KEEP_CR == 0)
+            .with_empty_lines(if flags & DELIVER_EMPTY != 0 { EmptyLines::Deliver } else { EmptyLines::Skip })
+            .with_bom(if flags & KEEP_BOM != 0 { Bom::Keep } else { Bom::Strip })
+            .with_read_size(if read_size == 0 { DEFAULT_READ_SIZE } else { read_size });
         Ok(Setup { config, chunks })
     }
 

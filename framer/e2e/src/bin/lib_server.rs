@@ -234,7 +234,7 @@ fn parse_flags() -> Result<ServerConfig, String> {
             "--max-queued" => config.max_queued = value as usize,
             "--grace-ms" => config.shutdown_grace = Duration::from_millis(value),
             "--max-frame" => {
-                config.framer = Config::with_max_frame(value as usize);
+                config.framer = Config::DEFAULT.with_max_frame(value as usize);
                 config.max_response = value as usize;
             }
             _ => return Err(format!("unknown flag {flag}")),

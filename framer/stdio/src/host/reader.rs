@@ -358,7 +358,7 @@ mod tests {
 
     fn config(policy: OverloadPolicy) -> ReaderConfig {
         ReaderConfig {
-            framer: Config::with_max_frame(256),
+            framer: Config::DEFAULT.with_max_frame(256),
             overload: Overload { policy, max_wait: Duration::from_millis(1), ..Overload::default() },
             ..ReaderConfig::default()
         }

@@ -58,7 +58,7 @@ impl Default for ShutdownConfig {
 ///
 /// let config = SessionConfig {
 ///     reader: ReaderConfig {
-///         framer: Config { max_frame: 8 << 20, oversize: OversizePolicy::Fail, ..Config::default() },
+///         framer: Config::DEFAULT.with_max_frame(8 << 20).with_oversize(OversizePolicy::Fail),
 ///         // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
 ///         overload: Overload { policy: OverloadPolicy::Drop, max_wait: Duration::from_millis(10), ..Overload::default() },
 ///         ..ReaderConfig::default()
