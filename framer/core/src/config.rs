@@ -143,7 +143,7 @@ impl Config {
         self
     }
 
-    /// With another least read size, in bytes ([`Config::read_size`]).
+    /// With another least read size, in bytes ([`Config::read_size`](Config#structfield.read_size)).
     #[must_use]
     pub const fn with_read_size(mut self, read_size: usize) -> Config {
         self.read_size = read_size;
