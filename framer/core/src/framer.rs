@@ -93,12 +93,14 @@ pub struct Framer {
     /// What the framer is doing with the current line.
     phase: Phase,
     /// [`Framer::finish`] was called: no byte will follow what is buffered.
+    /// Independent of the phase (a line or a discard may be under way at end
+    /// of stream); "finished" is derived from both and the buffer.
     pub(crate) eof: bool,
 }
 
 /// What the framer is doing with the current line. Only [`Phase::Framing`]
 /// lets the fast paths run, so their gate is one compare.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 enum Phase {
     /// At stream start under [`Bom::Strip`], until the first bytes show
     /// whether they are a BOM.
