@@ -306,3 +306,39 @@ fn frames_inside_a_pushed_chunk_are_slices_of_it() {
     assert_eq!(offsets, vec![0, 8], "frames not borrowed from the chunk");
     assert_eq!(framer.buffered(), 4, "only the partial tail is copied");
 }
+
+#[test]
+fn finished_only_once_every_event_is_returned() {
+    for mode in MODES {
+        let mut framer = Framer::new(cfg(4, OversizePolicy::Skip));
+        let input = b"ok\n0123456789";
+        match mode {
+            Mode::ReadInto => {
+                framer.spare()[..input.len()].copy_from_slice(input);
+                framer.commit(input.len());
+            }
+            Mode::Push => drop(framer.push(input)),
+        }
+        framer.finish();
+        assert!(!framer.is_finished(), "{mode:?}: events are still owed");
+        assert_eq!(framer.next_event(), Ok(Some(Event::Frame(&b"ok"[..]))), "{mode:?}");
+        assert_eq!(framer.next_event(), Ok(Some(Event::OversizeStarted { seen: 10 })), "{mode:?}");
+        assert!(!framer.is_finished(), "{mode:?}: the truncated oversize frame is still owed");
+        assert_eq!(framer.next_event(), Ok(Some(Event::Truncated { len: 10, oversize: true })), "{mode:?}");
+        assert!(framer.is_finished(), "{mode:?}");
+        assert_eq!(framer.next_event(), Ok(None), "{mode:?}");
+    }
+    let mut failed = Framer::new(cfg(2, OversizePolicy::Fail));
+    drop(failed.push(b"too long\n"));
+    failed.finish();
+    assert!(failed.next_event().is_err());
+    assert!(!failed.is_finished(), "a stopped framer is not finished");
+}
+
+#[test]
+#[should_panic(expected = "push after finish")]
+fn push_after_finish_panics() {
+    let mut framer = Framer::new(Config::default());
+    framer.finish();
+    drop(framer.push(b"{}\n"));
+}
