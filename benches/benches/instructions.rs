@@ -107,7 +107,7 @@ fn text_8m() -> Stream {
 /// Under a 64 KiB limit with [`OversizePolicy::Skip`]: four rounds of fifty
 /// 200 B requests then one 512 KiB result to discard.
 fn oversize_skip() -> Stream {
-    let config = Config { max_frame: 64 * KIB, oversize: OversizePolicy::Skip, ..Config::default() };
+    let config = Config::DEFAULT.with_max_frame(64 * KIB).with_oversize(OversizePolicy::Skip);
     let mut out = Stream::new(config);
     let oversize = large_text_result(512 * KIB);
     for round in 0..4 {

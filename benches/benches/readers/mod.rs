@@ -47,7 +47,7 @@ pub fn raw_drain(mut input: impl Read) -> io::Result<u64> {
 /// With a slow `consume` this is the **coupled** reader: the pipe is read only
 /// when the consumer is ready. Returns frames.
 pub fn framer_blocking(mut input: impl Read, mut consume: impl FnMut(&[u8])) -> io::Result<u64> {
-    let mut framer = Framer::new(Config::with_max_frame(MAX_FRAME));
+    let mut framer = Framer::new(Config::DEFAULT.with_max_frame(MAX_FRAME));
     let mut frames = 0;
     loop {
         let n = framer.read_from(&mut input)?;
@@ -131,7 +131,7 @@ pub fn spawn_decoupled(
 ) -> (JoinHandle<io::Result<Delivery>>, mpsc::Receiver<Box<[u8]>>) {
     let (tx, rx) = mpsc::channel::<Box<[u8]>>(queue.capacity);
     let reader = tokio::spawn(async move {
-        let mut framer = Framer::new(Config::with_max_frame(MAX_FRAME));
+        let mut framer = Framer::new(Config::DEFAULT.with_max_frame(MAX_FRAME));
         let mut delivery = Delivery::default();
         let mut overloaded = false;
         loop {
@@ -191,7 +191,7 @@ pub fn spawn_host_reader(
 ) -> (JoinHandle<ReaderReport>, mpsc::Receiver<Inbound>, Arc<Metrics>) {
     let (tx, rx) = mpsc::channel(capacity);
     let config = ReaderConfig::default()
-        .with_framer(Config::with_max_frame(MAX_FRAME))
+        .with_framer(Config::DEFAULT.with_max_frame(MAX_FRAME))
         .with_overload(Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(max_wait));
     let reader = Reader::new(config, tx);
     let metrics = reader.metrics();

@@ -31,12 +31,6 @@ impl Buffer {
         self.end - self.start
     }
 
-    /// Bytes not yet searched for `\n`.
-    #[inline]
-    pub(crate) fn unscanned(&self) -> &[u8] {
-        &self.data[self.scan..self.end]
-    }
-
     /// The live region.
     #[inline]
     pub(crate) fn live(&self) -> &[u8] {
@@ -46,11 +40,6 @@ impl Buffer {
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
-    }
-
-    #[inline]
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.data
     }
 
     /// Drops every live byte. The storage keeps its size.

@@ -34,16 +34,12 @@ pub struct Outcome {
 pub enum Mode {
     /// `spare` + `commit` + `next_event`.
     ReadInto,
-    /// `spare` + `commit` + `next_event_mut`.
-    ReadIntoMut,
     /// `push` + `Push::next_event`.
     Push,
-    /// `push_mut` + `PushMut::next_event_mut`.
-    PushMut,
 }
 
 /// All modes.
-pub const MODES: [Mode; 4] = [Mode::ReadInto, Mode::ReadIntoMut, Mode::Push, Mode::PushMut];
+pub const MODES: [Mode; 2] = [Mode::ReadInto, Mode::Push];
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -120,15 +116,10 @@ pub fn run(config: &Config, input: &[u8], chunks: &[usize], mode: Mode) -> Outco
         pos += size;
         max_chunk = max_chunk.max(size);
         let result = match mode {
-            Mode::ReadInto | Mode::ReadIntoMut => feed_read_into(&mut framer, chunk, mode, &mut events),
+            Mode::ReadInto => feed_read_into(&mut framer, chunk, &mut events),
             Mode::Push => {
                 let mut push = framer.push(chunk);
                 drain(|| push.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec))), &mut events)
-            }
-            Mode::PushMut => {
-                let mut owned = chunk.to_vec();
-                let mut push = framer.push_mut(&mut owned);
-                drain(|| push.next_event_mut().map(|e| e.map(|e| e.map(|f| f.to_vec()))), &mut events)
             }
         };
         note_error(&mut error, result, mode);
@@ -142,7 +133,7 @@ pub fn run(config: &Config, input: &[u8], chunks: &[usize], mode: Mode) -> Outco
         );
     }
     framer.finish();
-    let result = drain_buffered(&mut framer, mode, &mut events);
+    let result = drain_buffered(&mut framer, &mut events);
     note_error(&mut error, result, mode);
     let stats = *framer.stats();
     check_accounting(&framer, &stats);
@@ -186,16 +177,11 @@ fn note_error(first: &mut Option<FrameError>, result: Result<(), FrameError>, mo
     }
 }
 
-fn feed_read_into(
-    framer: &mut Framer,
-    mut chunk: &[u8],
-    mode: Mode,
-    events: &mut Vec<OwnedEvent>,
-) -> Result<(), FrameError> {
+fn feed_read_into(framer: &mut Framer, mut chunk: &[u8], events: &mut Vec<OwnedEvent>) -> Result<(), FrameError> {
     // A 0-byte chunk is a read that returned nothing (e.g. EAGAIN): no commit.
     // A failed framer still accepts (and discards) bytes.
     if chunk.is_empty() {
-        return drain_buffered(framer, mode, events);
+        return drain_buffered(framer, events);
     }
     let mut result = Ok(());
     while !chunk.is_empty() {
@@ -204,20 +190,15 @@ fn feed_read_into(
         spare[..n].copy_from_slice(&chunk[..n]);
         framer.commit(n);
         chunk = &chunk[n..];
-        if let Err(err) = drain_buffered(framer, mode, events) {
+        if let Err(err) = drain_buffered(framer, events) {
             result = Err(err);
         }
     }
     result
 }
 
-fn drain_buffered(framer: &mut Framer, mode: Mode, events: &mut Vec<OwnedEvent>) -> Result<(), FrameError> {
-    match mode {
-        Mode::ReadIntoMut | Mode::PushMut => {
-            drain(|| framer.next_event_mut().map(|e| e.map(|e| e.map(|f| f.to_vec()))), events)
-        }
-        Mode::ReadInto | Mode::Push => drain(|| framer.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec))), events),
-    }
+fn drain_buffered(framer: &mut Framer, events: &mut Vec<OwnedEvent>) -> Result<(), FrameError> {
+    drain(|| framer.next_event().map(|e| e.map(|e| e.map(<[u8]>::to_vec))), events)
 }
 
 fn drain(

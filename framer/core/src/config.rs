@@ -58,15 +58,22 @@ pub enum Bom {
     Keep,
 }
 
-/// Framer configuration. Every field has a documented default; build one with
-/// struct update syntax:
+/// Framer configuration. Every field has a documented default. Build one
+/// from [`Config::DEFAULT`] (or [`Config::default()`]) with the chainable
+/// `with_*` setters, which are `const`:
 ///
 /// ```
 /// use mcp_framer::{Config, OversizePolicy};
-/// let config = Config { max_frame: 1 << 20, oversize: OversizePolicy::Fail, ..Config::default() };
-/// assert!(config.strip_cr);
+///
+/// const CONFIG: Config = Config::DEFAULT.with_max_frame(1 << 20).with_oversize(OversizePolicy::Fail);
+/// assert_eq!(CONFIG.max_frame, 1 << 20);
+/// assert!(CONFIG.strip_cr);
 /// ```
+///
+/// The fields stay readable; the struct is `#[non_exhaustive]` so that new
+/// settings can be added without breaking callers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Config {
     /// The transport limit, in **bytes**: the largest message the framer will
     /// deliver. It counts the bytes of one message without its `\n`, and
@@ -101,16 +108,52 @@ impl Config {
         read_size: DEFAULT_READ_SIZE,
     };
 
-    /// The defaults with another transport limit.
-    pub const fn with_max_frame(max_frame: usize) -> Config {
-        Config { max_frame, ..Config::DEFAULT }
+    /// With another transport limit, in bytes ([`Config::max_frame`]).
+    #[must_use]
+    pub const fn with_max_frame(mut self, max_frame: usize) -> Config {
+        self.max_frame = max_frame;
+        self
+    }
+
+    /// With another oversize policy ([`Config::oversize`]).
+    #[must_use]
+    pub const fn with_oversize(mut self, oversize: OversizePolicy) -> Config {
+        self.oversize = oversize;
+        self
+    }
+
+    /// Stripping one trailing `\r` or not ([`Config::strip_cr`]).
+    #[must_use]
+    pub const fn with_strip_cr(mut self, strip_cr: bool) -> Config {
+        self.strip_cr = strip_cr;
+        self
+    }
+
+    /// With another rule for empty lines ([`Config::empty_lines`]).
+    #[must_use]
+    pub const fn with_empty_lines(mut self, empty_lines: EmptyLines) -> Config {
+        self.empty_lines = empty_lines;
+        self
+    }
+
+    /// With another rule for a BOM at stream start ([`Config::bom`]).
+    #[must_use]
+    pub const fn with_bom(mut self, bom: Bom) -> Config {
+        self.bom = bom;
+        self
+    }
+
+    /// With another least read size, in bytes ([`Config::read_size`](Config#structfield.read_size)).
+    #[must_use]
+    pub const fn with_read_size(mut self, read_size: usize) -> Config {
+        self.read_size = read_size;
+        self
     }
 
     /// The most bytes a candidate frame may hold while it is still possibly
     /// within the limit: one more than `max_frame` when a trailing `\r` may
     /// yet be stripped.
-    #[doc(hidden)]
-    pub const fn max_candidate(&self) -> usize {
+    pub(crate) const fn max_candidate(&self) -> usize {
         self.max_frame.saturating_add(self.strip_cr as usize)
     }
 
@@ -122,8 +165,7 @@ impl Config {
     }
 
     /// The most bytes the framer keeps between reads.
-    #[doc(hidden)]
-    pub const fn max_held(&self) -> usize {
+    pub(crate) const fn max_held(&self) -> usize {
         if self.max_candidate() < 2 { 2 } else { self.max_candidate() }
     }
 

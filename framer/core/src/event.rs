@@ -5,8 +5,8 @@ use core::fmt;
 /// One thing the framer found in the byte stream.
 ///
 /// `F` is the frame type: `&[u8]` from [`Framer::next_event`](crate::Framer::next_event)
-/// and [`Push::next_event`](crate::Push::next_event), `&mut [u8]` from the
-/// `_mut` variants so that in-place parsers (simd-json) can work on the frame.
+/// and [`Push::next_event`](crate::Push::next_event). An in-place parser
+/// (simd-json) that needs `&mut [u8]` copies the frame first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Event<F> {
     /// A complete message, without its `\n` (and without its trailing `\r`

@@ -60,7 +60,7 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// use mcp_framer::{Config, Event, Framer};
 ///
 /// let mut pipe: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n\n{\"partial\":";
-/// let mut framer = Framer::new(Config::with_max_frame(1024));
+/// let mut framer = Framer::new(Config::DEFAULT.with_max_frame(1024));
 /// let mut frames = Vec::new();
 /// loop {
 ///     let n = std::io::Read::read(&mut pipe, framer.spare()).unwrap();
@@ -90,30 +90,33 @@ pub struct Framer {
     pub(crate) stats: Stats,
     /// The `\n` searcher picked for this CPU.
     newline: Newline,
-    /// Waiting for the first bytes to tell whether they are a BOM.
-    bom_pending: bool,
-    /// Discarding an oversize frame up to its `\n`.
-    discard: Option<Discard>,
-    /// An event to return before anything else.
-    queued: Option<Raw>,
-    /// Bytes searched for `\n` so far: equals the bytes searched at most
-    /// once each (tests check the no-rescan guarantee with it).
-    pub(crate) scanned: u64,
-    /// The sticky error under [`OversizePolicy::Fail`].
-    failed: Option<FrameError>,
-    /// [`Framer::finish`] was called.
-    eof: bool,
-    /// End of stream and everything reported.
-    done: bool,
+    /// What the framer is doing with the current line.
+    phase: Phase,
+    /// [`Framer::finish`] was called: no byte will follow what is buffered.
+    /// Independent of the phase (a line or a discard may be under way at end
+    /// of stream); "finished" is derived from both and the buffer.
+    pub(crate) eof: bool,
 }
 
-/// The oversize frame being discarded.
+/// What the framer is doing with the current line. Only [`Phase::Framing`]
+/// lets the fast paths run, so their gate is one compare.
 #[derive(Clone, Copy, Debug)]
-struct Discard {
-    /// Raw bytes of the frame so far (its `\r` included).
-    raw: u64,
-    /// Whether the last byte so far was `\r`.
-    last_cr: bool,
+enum Phase {
+    /// At stream start under [`Bom::Strip`], until the first bytes show
+    /// whether they are a BOM.
+    Start,
+    /// Looking for the `\n` that ends the current line.
+    Framing,
+    /// Discarding an oversize frame up to its `\n`, which ends this phase.
+    Discarding {
+        /// Raw bytes of the frame so far (a trailing `\r` included).
+        raw: u64,
+        /// Whether the last of them was `\r`.
+        last_cr: bool,
+    },
+    /// Stopped under [`OversizePolicy::Fail`]: every later event call returns
+    /// the error, and every later byte is discarded.
+    Stopped(FrameError),
 }
 
 /// Where a frame's bytes are.
@@ -125,31 +128,16 @@ pub(crate) enum Src {
     Chunk(Range<usize>),
 }
 
-/// An event before its frame is turned into a slice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Raw {
-    Frame(Src),
-    OversizeStarted { seen: u64 },
-    OversizeSkipped { len: u64 },
-    Truncated { len: u64, oversize: bool },
-}
-
-impl Raw {
-    pub(crate) fn into_event<F>(self, frame: impl FnOnce(Src) -> F) -> Event<F> {
+impl Src {
+    /// The frame's bytes, given the buffer's storage and the chunk being
+    /// pushed (empty in read-into mode, which yields only buffered frames).
+    #[inline]
+    pub(crate) fn slice<'a>(self, buf: &'a [u8], chunk: &'a [u8]) -> &'a [u8] {
         match self {
-            Raw::Frame(src) => Event::Frame(frame(src)),
-            Raw::OversizeStarted { seen } => Event::OversizeStarted { seen },
-            Raw::OversizeSkipped { len } => Event::OversizeSkipped { len },
-            Raw::Truncated { len, oversize } => Event::Truncated { len, oversize },
+            Src::Buf(range) => &buf[range],
+            Src::Chunk(range) => &chunk[range],
         }
     }
-}
-
-/// What a complete line turned out to be.
-enum Line {
-    Empty,
-    Frame { len: usize },
-    Oversize { len: u64 },
 }
 
 impl Framer {
@@ -161,13 +149,8 @@ impl Framer {
             buf: Buffer::default(),
             stats: Stats::default(),
             newline: Newline::new(),
-            bom_pending: config.bom == Bom::Strip,
-            discard: None,
-            queued: None,
-            scanned: 0,
-            failed: None,
+            phase: if config.bom == Bom::Strip { Phase::Start } else { Phase::Framing },
             eof: false,
-            done: false,
         }
     }
 
@@ -195,18 +178,21 @@ impl Framer {
 
     /// Whether an oversize frame is being discarded up to its `\n`.
     pub fn is_discarding(&self) -> bool {
-        self.discard.is_some()
+        matches!(self.phase, Phase::Discarding { .. })
     }
 
     /// Whether [`finish`](Framer::finish) was called and every event has been
     /// returned.
     pub fn is_finished(&self) -> bool {
-        self.done
+        self.eof && self.buf.len() == 0 && matches!(self.phase, Phase::Start | Phase::Framing)
     }
 
     /// The sticky error, if the framer stopped under [`OversizePolicy::Fail`].
     pub fn error(&self) -> Option<FrameError> {
-        self.failed
+        match self.phase {
+            Phase::Stopped(err) => Some(err),
+            _ => None,
+        }
     }
 
     /// Lends spare space in the framer's buffer for one read: at least
@@ -233,7 +219,7 @@ impl Framer {
         assert!(!self.eof, "commit after finish");
         self.buf.commit(n);
         self.stats.bytes_in += n as u64;
-        if self.failed.is_some() {
+        if let Phase::Stopped(_) = self.phase {
             self.stats.discarded_bytes += n as u64;
             self.buf.clear();
         }
@@ -261,49 +247,23 @@ impl Framer {
     /// so the fast path stays small enough to inline into the caller's loop.
     #[inline(never)]
     fn next_event_general(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
-        let raw = self.step_buffered()?;
-        Ok(raw.map(|raw| raw.into_event(|src| &self.buf.bytes()[src.buffered()])))
-    }
-
-    /// As [`next_event`](Framer::next_event), with the frame as `&mut [u8]`
-    /// for in-place parsers.
-    #[inline(always)]
-    pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        match self.next_plain_buffered() {
-            Some(frame) => Ok(Some(Event::Frame(&mut self.buf.bytes_mut()[frame]))),
-            None => self.next_event_mut_general(),
-        }
-    }
-
-    /// [`next_event_mut`](Framer::next_event_mut) off the fast path.
-    #[inline(never)]
-    fn next_event_mut_general(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        let raw = self.step_buffered()?;
-        Ok(raw.map(|raw| raw.into_event(|src| &mut self.buf.bytes_mut()[src.buffered()])))
-    }
-
-    /// Whether no special state is in force: nothing queued, no BOM decision
-    /// pending, no discard, not stopped, not at end of stream. The fast paths
-    /// run only then.
-    #[inline]
-    fn is_plain(&self) -> bool {
-        !self.bom_pending && !self.eof && self.discard.is_none() && self.queued.is_none() && self.failed.is_none()
+        let event = self.step(&[], &mut 0)?;
+        Ok(event.map(|event| event.map(|src| src.slice(self.buf.bytes(), &[]))))
     }
 
     /// The read-into fast path: the next frame when it is complete in the
-    /// buffer, within the limit and not empty, in plain state. Otherwise it
+    /// buffer, within the limit and not empty, while framing. Otherwise it
     /// leaves everything it searched marked as searched (so
-    /// [`step_buffered`](Framer::step_buffered) resumes at the `\n` it found,
-    /// or after the bytes without one) and returns `None`.
+    /// [`step`](Framer::step) resumes at the `\n` it found, or after the
+    /// bytes without one) and returns `None`.
     #[inline(always)]
     fn next_plain_buffered(&mut self) -> Option<Range<usize>> {
-        if !self.is_plain() {
+        if !matches!(self.phase, Phase::Framing) {
             return None;
         }
         let (start, scan, end) = (self.buf.start, self.buf.scan, self.buf.end);
         let bytes = self.buf.bytes();
         let Some(i) = self.newline.find(&bytes[scan..end]) else {
-            self.scanned += (end - scan) as u64;
             self.buf.scan = end;
             return None;
         };
@@ -312,40 +272,27 @@ impl Framer {
         let cr = self.config.strip_cr && raw_len > 0 && bytes[newline - 1] == b'\r';
         let len = raw_len - usize::from(cr);
         if len == 0 || len > self.config.max_frame {
-            self.scanned += i as u64;
             self.buf.scan = newline;
             return None;
         }
-        self.scanned += i as u64 + 1;
         self.buf.consume_to(newline + 1);
-        self.count_frame(len, cr);
+        self.count_line(len, cr);
         Some(start..start + len)
     }
 
-    /// Counts a delivered frame of `len` bytes, and its stripped `\r`.
-    #[inline(always)]
-    fn count_frame(&mut self, len: usize, cr: bool) {
-        self.stats.delimiters += 1;
-        self.stats.cr_stripped += u64::from(cr);
-        self.stats.frames += 1;
-        self.stats.frame_bytes += len as u64;
-        self.stats.largest_frame = self.stats.largest_frame.max(len as u64);
-    }
-
     /// The push fast path: the next frame that lies wholly inside
-    /// `chunk[*pos..]`, in plain state, with nothing buffered and a rest of
+    /// `chunk[*pos..]`, while framing, with nothing buffered and a rest of
     /// the chunk that cannot exceed the limit. A rest without `\n` becomes the
     /// partial tail. Returns `Err(())` when the general path must take over;
     /// it then has searched nothing.
     #[inline(always)]
     pub(crate) fn next_plain_pushed(&mut self, chunk: &[u8], pos: &mut usize) -> Result<Option<Range<usize>>, ()> {
-        if !self.is_plain() || self.buf.len() != 0 || chunk.len() - *pos > self.config.max_frame {
+        if !matches!(self.phase, Phase::Framing) || self.buf.len() != 0 || chunk.len() - *pos > self.config.max_frame {
             return Err(());
         }
         loop {
             let rest = &chunk[*pos..];
             let Some(i) = self.newline.find(rest) else {
-                self.scanned += rest.len() as u64;
                 *pos = chunk.len();
                 if !rest.is_empty() {
                     // Within the limit: checked above.
@@ -355,20 +302,31 @@ impl Framer {
                 }
                 return Ok(None);
             };
-            self.scanned += i as u64 + 1;
             let line = *pos;
             *pos += i + 1;
             let cr = self.config.strip_cr && i > 0 && rest[i - 1] == b'\r';
             let len = i - usize::from(cr);
-            if len == 0 && self.config.empty_lines == EmptyLines::Skip {
-                self.stats.delimiters += 1;
-                self.stats.cr_stripped += u64::from(cr);
-                self.stats.empty_lines += 1;
-                continue;
+            if self.count_line(len, cr) {
+                return Ok(Some(line..line + len));
             }
-            self.count_frame(len, cr);
-            return Ok(Some(line..line + len));
         }
+    }
+
+    /// Counts a complete line within the limit: `len` bytes, its `\n` and, if
+    /// `cr`, a stripped `\r`. Returns whether it is delivered (`false` for an
+    /// empty line skipped under [`EmptyLines::Skip`]).
+    #[inline(always)]
+    fn count_line(&mut self, len: usize, cr: bool) -> bool {
+        self.stats.delimiters += 1;
+        self.stats.cr_stripped += u64::from(cr);
+        if len == 0 && self.config.empty_lines == EmptyLines::Skip {
+            self.stats.empty_lines += 1;
+            return false;
+        }
+        self.stats.frames += 1;
+        self.stats.frame_bytes += len as u64;
+        self.stats.largest_frame = self.stats.largest_frame.max(len as u64);
+        true
     }
 
     fn note_high_water(&mut self) {
@@ -378,283 +336,225 @@ impl Framer {
         }
     }
 
-    /// Classifies a complete line of `raw_len` bytes (its `\n` excluded) and
-    /// counts it. `ends_with_cr` tells whether its last byte is `\r`.
-    fn classify(&mut self, raw_len: usize, ends_with_cr: bool) -> Line {
+    /// Whether a line of `raw_len` bytes (its `\n` excluded), whose last byte
+    /// is `\r` if `ends_with_cr`, is over the limit. For a partial line this
+    /// holds whatever follows: only a `\r` right before the `\n` is stripped.
+    fn over_limit(&self, raw_len: usize, ends_with_cr: bool) -> bool {
+        raw_len - usize::from(self.config.strip_cr && ends_with_cr) > self.config.max_frame
+    }
+
+    /// The state machine, for both modes: the next event from the buffered
+    /// bytes followed by `chunk[*pos..]` (push mode; read-into passes an empty
+    /// chunk). Advances `pos` past what it consumed. Copies into the buffer
+    /// only a partial tail (or the rest of a frame whose head is already
+    /// buffered), never an oversize frame's bytes.
+    pub(crate) fn step(&mut self, chunk: &[u8], pos: &mut usize) -> Result<Option<Event<Src>>, FrameError> {
+        loop {
+            let event = match self.phase {
+                Phase::Stopped(err) => {
+                    self.stats.discarded_bytes += (chunk.len() - *pos) as u64;
+                    *pos = chunk.len();
+                    return Err(err);
+                }
+                Phase::Start => {
+                    if !self.settle_bom(chunk, pos) {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                Phase::Framing => self.frame(chunk, pos)?,
+                Phase::Discarding { raw, last_cr } => self.discard(raw, last_cr, chunk, pos),
+            };
+            if event.is_some() {
+                return Ok(event);
+            }
+            if self.buf.scan < self.buf.end || *pos < chunk.len() {
+                continue;
+            }
+            // Every byte given so far is used.
+            return Ok(if self.eof { self.end_of_stream() } else { None });
+        }
+    }
+
+    /// The next bytes to search, as `(in_buffer, range)`: the buffer's
+    /// unscanned bytes if there are any (a `Push` dropped early leaves some,
+    /// and read-into mode has only those), else the rest of the chunk.
+    #[inline]
+    fn next_bytes(&self, chunk: &[u8], pos: usize) -> (bool, Range<usize>) {
+        if self.buf.scan < self.buf.end { (true, self.buf.scan..self.buf.end) } else { (false, pos..chunk.len()) }
+    }
+
+    /// Framing: searches the next bytes for the `\n` that ends the current
+    /// line, whose first `head` bytes are scanned and buffered. Returns `None`
+    /// after skipping an empty line or when the bytes searched hold no `\n`.
+    fn frame(&mut self, chunk: &[u8], pos: &mut usize) -> Result<Option<Event<Src>>, FrameError> {
+        let (in_buf, range) = self.next_bytes(chunk, *pos);
+        let (start, scan) = (self.buf.start, self.buf.scan);
+        let head = scan - start;
+        let bytes = if in_buf { &self.buf.bytes()[range.clone()] } else { &chunk[range.clone()] };
+        let found = self.newline.find(bytes);
+        let upto = found.unwrap_or(bytes.len());
+        // The line's last byte before its '\n' (or so far).
+        let last = match upto {
+            0 if head > 0 => Some(self.buf.bytes()[scan - 1]),
+            0 => None,
+            n => Some(bytes[n - 1]),
+        };
+        let ends_with_cr = last == Some(b'\r');
+        let raw_len = head + upto;
+        let Some(i) = found else {
+            // No '\n' yet: a partial line.
+            if self.over_limit(raw_len, ends_with_cr) {
+                // Certainly oversize: its bytes are never kept.
+                self.buf.clear();
+                if !in_buf {
+                    *pos = chunk.len();
+                }
+                return self.oversize(raw_len as u64, ends_with_cr).map(Some);
+            }
+            if in_buf {
+                self.buf.scan = range.end;
+            } else if !range.is_empty() {
+                self.buf.append(&chunk[range]);
+                self.buf.scan = self.buf.end;
+                self.note_high_water();
+                *pos = chunk.len();
+            }
+            return Ok(None);
+        };
+        if self.over_limit(raw_len, ends_with_cr) {
+            // Discard up to the '\n', which the discarding phase then finds.
+            if in_buf {
+                self.buf.consume_to(range.start + i);
+            } else {
+                self.buf.clear();
+                *pos += i;
+            }
+            return self.oversize(raw_len as u64, ends_with_cr).map(Some);
+        }
+        let cr = self.config.strip_cr && ends_with_cr;
+        let len = raw_len - usize::from(cr);
+        let delivered = self.count_line(len, cr);
+        let src = if in_buf {
+            self.buf.consume_to(range.start + i + 1);
+            Src::Buf(start..start + len)
+        } else if head == 0 {
+            let line = *pos;
+            *pos += i + 1;
+            Src::Chunk(line..line + len)
+        } else {
+            // The frame's head is buffered: complete it there.
+            if delivered {
+                self.buf.append(&chunk[range.start..range.start + i]);
+                self.note_high_water();
+            }
+            *pos += i + 1;
+            let start = self.buf.start;
+            self.buf.clear();
+            Src::Buf(start..start + len)
+        };
+        Ok(delivered.then_some(Event::Frame(src)))
+    }
+
+    /// Discarding: drops the next bytes up to and including the oversize
+    /// frame's `\n`. Returns [`Event::OversizeSkipped`] once it is found.
+    fn discard(&mut self, raw: u64, last_cr: bool, chunk: &[u8], pos: &mut usize) -> Option<Event<Src>> {
+        let (in_buf, range) = self.next_bytes(chunk, *pos);
+        let bytes = if in_buf { &self.buf.bytes()[range.clone()] } else { &chunk[range.clone()] };
+        let found = self.newline.find(bytes);
+        let upto = found.unwrap_or(bytes.len());
+        let last_cr = if upto > 0 { bytes[upto - 1] == b'\r' } else { last_cr };
+        let raw = raw + upto as u64;
+        self.stats.discarded_bytes += upto as u64;
+        let used = range.start + found.map_or(upto, |i| i + 1);
+        if in_buf {
+            self.buf.consume_to(used);
+        } else {
+            *pos = used;
+        }
+        if found.is_none() {
+            self.phase = Phase::Discarding { raw, last_cr };
+            return None;
+        }
         self.stats.delimiters += 1;
-        let cr = usize::from(self.config.strip_cr && ends_with_cr);
-        let len = raw_len - cr;
-        if len > self.config.max_frame {
-            self.stats.oversize_frames += 1;
-            self.stats.discarded_bytes += raw_len as u64;
-            return Line::Oversize { len: len as u64 };
-        }
-        self.stats.cr_stripped += cr as u64;
-        if len == 0 && self.config.empty_lines == EmptyLines::Skip {
-            self.stats.empty_lines += 1;
-            return Line::Empty;
-        }
-        self.stats.frames += 1;
-        self.stats.frame_bytes += len as u64;
-        self.stats.largest_frame = self.stats.largest_frame.max(len as u64);
-        Line::Frame { len }
+        self.phase = Phase::Framing;
+        let cr = u64::from(self.config.strip_cr && last_cr);
+        Some(Event::OversizeSkipped { len: raw - cr })
     }
 
-    /// Whether a candidate of `raw_len` bytes without its `\n` yet, ending in
-    /// `last`, is certainly over the limit whatever follows.
-    fn exceeds(&self, raw_len: usize, last: u8) -> bool {
-        let may_strip = usize::from(self.config.strip_cr && last == b'\r');
-        raw_len - may_strip > self.config.max_frame
-    }
-
-    /// A complete line was oversize: report it per the policy. Its bytes are
-    /// already counted as discarded.
-    fn oversize_complete(&mut self, raw_len: usize, len: u64) -> Result<Option<Raw>, FrameError> {
-        match self.config.oversize {
-            OversizePolicy::Skip => {
-                self.queued = Some(Raw::OversizeSkipped { len });
-                Ok(Some(Raw::OversizeStarted { seen: raw_len as u64 }))
+    /// End of stream, every byte used: reports what is left of the current
+    /// line.
+    fn end_of_stream(&mut self) -> Option<Event<Src>> {
+        match self.phase {
+            Phase::Discarding { raw, .. } => {
+                self.phase = Phase::Framing;
+                Some(Event::Truncated { len: raw, oversize: true })
             }
-            OversizePolicy::Fail => {
-                // Under Fail every byte from the frame's start on is
-                // discarded, its '\n' too, whatever the chunking.
-                self.stats.delimiters -= 1;
-                self.stats.discarded_bytes += 1;
-                Err(self.fail(raw_len as u64))
+            Phase::Framing if self.buf.len() > 0 => {
+                let partial = self.buf.len() as u64;
+                self.buf.clear();
+                self.stats.truncated_bytes += partial;
+                Some(Event::Truncated { len: partial, oversize: false })
             }
+            Phase::Framing | Phase::Start | Phase::Stopped(_) => None,
         }
     }
 
-    /// A partial candidate of `raw` bytes (already out of the buffer and
-    /// counted as discarded) passed the limit.
-    fn oversize_partial(&mut self, raw: u64, last: u8) -> Result<Option<Raw>, FrameError> {
+    /// A line passed the limit after `raw` bytes (its `\n` excluded), already
+    /// out of the buffer; `last_cr` tells whether the last was `\r`. Counts
+    /// them as discarded and reports the frame per the policy.
+    fn oversize(&mut self, raw: u64, last_cr: bool) -> Result<Event<Src>, FrameError> {
         self.stats.oversize_frames += 1;
         self.stats.discarded_bytes += raw;
         match self.config.oversize {
             OversizePolicy::Skip => {
-                self.discard = Some(Discard { raw, last_cr: last == b'\r' });
-                Ok(Some(Raw::OversizeStarted { seen: raw }))
+                self.phase = Phase::Discarding { raw, last_cr };
+                Ok(Event::OversizeStarted { seen: raw })
             }
-            OversizePolicy::Fail => Err(self.fail(raw)),
-        }
-    }
-
-    /// Stops the framer. Everything still buffered is discarded and counted.
-    fn fail(&mut self, seen: u64) -> FrameError {
-        let err = FrameError::Oversize { seen, max_frame: self.config.max_frame as u64 };
-        self.stats.discarded_bytes += self.buf.len() as u64;
-        self.buf.clear();
-        self.discard = None;
-        self.queued = None;
-        self.failed = Some(err);
-        err
-    }
-
-    /// Handles a BOM at stream start, looking at the first buffered bytes.
-    /// Returns `false` while it cannot tell yet.
-    fn settle_bom(&mut self) -> bool {
-        let live = self.buf.live();
-        let n = live.len().min(BOM.len());
-        if live[..n] != BOM[..n] {
-            self.bom_pending = false;
-        } else if n == BOM.len() {
-            let start = self.buf.start + BOM.len();
-            self.buf.consume_to(start);
-            self.stats.bom_bytes += BOM.len() as u64;
-            self.bom_pending = false;
-        } else if self.eof {
-            self.bom_pending = false;
-        }
-        !self.bom_pending
-    }
-
-    /// The read-into state machine: the next event from buffered bytes.
-    pub(crate) fn step_buffered(&mut self) -> Result<Option<Raw>, FrameError> {
-        loop {
-            if let Some(err) = self.failed {
-                return Err(err);
-            }
-            if let Some(raw) = self.queued.take() {
-                return Ok(Some(raw));
-            }
-            if self.done {
-                return Ok(None);
-            }
-            if self.bom_pending && !self.settle_bom() {
-                return Ok(None);
-            }
-            if let Some(mut discard) = self.discard {
-                let unscanned = self.buf.unscanned();
-                let found = self.newline.find(unscanned);
-                let upto = found.unwrap_or(unscanned.len());
-                self.scanned += found.map_or(upto, |i| i + 1) as u64;
-                if upto > 0 {
-                    discard.last_cr = unscanned[upto - 1] == b'\r';
-                }
-                discard.raw += upto as u64;
-                self.stats.discarded_bytes += upto as u64;
-                if let Some(i) = found {
-                    let after = self.buf.scan + i + 1;
-                    self.buf.consume_to(after);
-                    self.discard = None;
-                    self.stats.delimiters += 1;
-                    let cr = u64::from(self.config.strip_cr && discard.last_cr);
-                    return Ok(Some(Raw::OversizeSkipped { len: discard.raw - cr }));
-                }
+            OversizePolicy::Fail => {
+                let err = FrameError::Oversize { seen: raw, max_frame: self.config.max_frame as u64 };
+                // Everything from the frame's start on is discarded, its '\n'
+                // too, whatever the chunking.
+                self.stats.discarded_bytes += self.buf.len() as u64;
                 self.buf.clear();
-                if self.eof {
-                    self.discard = None;
-                    self.done = true;
-                    return Ok(Some(Raw::Truncated { len: discard.raw, oversize: true }));
-                }
-                self.discard = Some(discard);
-                return Ok(None);
-            }
-            let found = self.newline.find(self.buf.unscanned());
-            self.scanned += found.map_or(self.buf.unscanned().len(), |i| i + 1) as u64;
-            match found {
-                Some(i) => {
-                    let start = self.buf.start;
-                    let newline = self.buf.scan + i;
-                    let raw_len = newline - start;
-                    let ends_with_cr = raw_len > 0 && self.buf.bytes()[newline - 1] == b'\r';
-                    self.buf.consume_to(newline + 1);
-                    match self.classify(raw_len, ends_with_cr) {
-                        Line::Empty => continue,
-                        Line::Frame { len } => return Ok(Some(Raw::Frame(Src::Buf(start..start + len)))),
-                        Line::Oversize { len } => return self.oversize_complete(raw_len, len),
-                    }
-                }
-                None => {
-                    self.buf.scan = self.buf.end;
-                    let partial = self.buf.len();
-                    if partial == 0 {
-                        if self.eof {
-                            self.done = true;
-                        }
-                        return Ok(None);
-                    }
-                    let last = self.buf.bytes()[self.buf.end - 1];
-                    if self.exceeds(partial, last) {
-                        self.buf.clear();
-                        return self.oversize_partial(partial as u64, last);
-                    }
-                    if self.eof {
-                        self.buf.clear();
-                        self.stats.truncated_bytes += partial as u64;
-                        self.done = true;
-                        return Ok(Some(Raw::Truncated { len: partial as u64, oversize: false }));
-                    }
-                    return Ok(None);
-                }
+                self.phase = Phase::Stopped(err);
+                Err(err)
             }
         }
     }
 
-    /// The push state machine: the next event from buffered bytes followed by
-    /// `chunk[*pos..]`. Advances `pos` past what it consumed; copies into the
-    /// buffer only a partial tail (or the rest of a frame whose head is
-    /// already buffered).
-    pub(crate) fn step_push(&mut self, chunk: &[u8], pos: &mut usize) -> Result<Option<Raw>, FrameError> {
+    /// At stream start: strips a BOM once the first bytes show one, taking
+    /// from the chunk only bytes that continue it. Returns `false` while it
+    /// cannot tell yet.
+    fn settle_bom(&mut self, chunk: &[u8], pos: &mut usize) -> bool {
         loop {
-            if self.failed.is_some() {
-                let rest = (chunk.len() - *pos) as u64;
-                self.stats.discarded_bytes += rest;
-                *pos = chunk.len();
+            let live = self.buf.live();
+            let n = live.len().min(BOM.len());
+            if live[..n] != BOM[..n] {
+                break;
             }
-            // Buffered bytes come first: a queued event, unscanned bytes left
-            // by a dropped `Push`, a pending BOM decision at end of stream.
-            let buffered_first = self.failed.is_some() || self.queued.is_some() || self.buf.scan < self.buf.end;
-            if buffered_first && let Some(raw) = self.step_buffered()? {
-                return Ok(Some(raw));
+            if n == BOM.len() {
+                let after = self.buf.start + BOM.len();
+                self.buf.consume_to(after);
+                self.stats.bom_bytes += BOM.len() as u64;
+                break;
             }
-            if *pos == chunk.len() {
-                return Ok(None);
-            }
-            assert!(!self.eof, "push after finish");
-            if self.bom_pending {
-                // Take only bytes that continue a BOM; they cannot be '\n'.
-                while self.bom_pending && *pos < chunk.len() {
-                    let k = self.buf.len();
-                    if chunk[*pos] != BOM[k] {
-                        self.bom_pending = false;
-                        break;
-                    }
-                    self.buf.append(&chunk[*pos..*pos + 1]);
+            // The first `n` bytes of a BOM so far: the next byte decides.
+            match chunk.get(*pos) {
+                Some(&byte) if byte == BOM[n] => {
+                    // A BOM byte is not '\n': no need to search it.
+                    self.buf.append(&[byte]);
                     self.buf.scan = self.buf.end;
-                    *pos += 1;
-                    self.settle_bom();
-                }
-                self.note_high_water();
-                continue;
-            }
-            let rest = &chunk[*pos..];
-            let found = self.newline.find(rest);
-            self.scanned += found.map_or(rest.len(), |i| i + 1) as u64;
-            if let Some(mut discard) = self.discard {
-                let upto = found.unwrap_or(rest.len());
-                if upto > 0 {
-                    discard.last_cr = rest[upto - 1] == b'\r';
-                }
-                discard.raw += upto as u64;
-                self.stats.discarded_bytes += upto as u64;
-                if found.is_none() {
-                    *pos = chunk.len();
-                    self.discard = Some(discard);
-                    return Ok(None);
-                }
-                *pos += upto + 1;
-                self.discard = None;
-                self.stats.delimiters += 1;
-                let cr = u64::from(self.config.strip_cr && discard.last_cr);
-                return Ok(Some(Raw::OversizeSkipped { len: discard.raw - cr }));
-            }
-            let partial = self.buf.len();
-            let Some(i) = found else {
-                // No '\n' in the rest of the chunk: it is a partial tail.
-                let total = partial + rest.len();
-                let last = rest[rest.len() - 1];
-                *pos = chunk.len();
-                if self.exceeds(total, last) {
-                    self.buf.clear();
-                    return self.oversize_partial(total as u64, last);
-                }
-                self.buf.append(rest);
-                self.buf.scan = self.buf.end;
-                self.note_high_water();
-                return Ok(None);
-            };
-            let newline = *pos + i;
-            let raw_len = partial + i;
-            let ends_with_cr = if i > 0 {
-                chunk[newline - 1] == b'\r'
-            } else {
-                partial > 0 && self.buf.bytes()[self.buf.end - 1] == b'\r'
-            };
-            let line_start = *pos;
-            *pos = newline + 1;
-            match self.classify(raw_len, ends_with_cr) {
-                Line::Empty => {
-                    self.buf.clear();
-                    continue;
-                }
-                Line::Oversize { len } => {
-                    self.buf.clear();
-                    return self.oversize_complete(raw_len, len);
-                }
-                Line::Frame { len } if partial == 0 => {
-                    return Ok(Some(Raw::Frame(Src::Chunk(line_start..line_start + len))));
-                }
-                Line::Frame { len } => {
-                    // The frame's head is buffered: complete it there.
-                    self.buf.append(&chunk[line_start..newline]);
                     self.note_high_water();
-                    let start = self.buf.start;
-                    self.buf.clear();
-                    return Ok(Some(Raw::Frame(Src::Buf(start..start + len))));
+                    *pos += 1;
                 }
+                Some(_) => break,
+                None if self.eof => break,
+                None => return false,
             }
         }
+        self.phase = Phase::Framing;
+        true
     }
 
     /// Moves the unconsumed rest of a pushed chunk into the buffer, unscanned,
@@ -663,21 +563,18 @@ impl Framer {
         if rest.is_empty() {
             return;
         }
-        if self.failed.is_some() {
+        if let Phase::Stopped(_) = self.phase {
             self.stats.discarded_bytes += rest.len() as u64;
             return;
         }
         self.buf.append(rest);
         self.note_high_water();
     }
-}
 
-impl Src {
-    fn buffered(self) -> Range<usize> {
-        match self {
-            Src::Buf(range) => range,
-            Src::Chunk(_) => unreachable!("read-into mode yields only buffered frames"),
-        }
+    /// Bytes searched for `\n` so far (tests check the no-rescan guarantee).
+    #[cfg(test)]
+    pub(crate) fn scanned(&self) -> u64 {
+        self.newline.scanned()
     }
 }
 

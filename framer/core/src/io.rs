@@ -14,15 +14,23 @@ impl Framer {
     /// ```
     /// use mcp_framer::{Config, Event, Framer};
     ///
-    /// let mut stdin: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":7}\n";
+    /// let mut stdin: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":7}\n{\"id\":";
     /// let mut framer = Framer::new(Config::default());
-    /// let mut count = 0;
-    /// while framer.read_from(&mut stdin)? > 0 {
-    ///     while let Some(Event::Frame(_frame)) = framer.next_event()? {
-    ///         count += 1;
+    /// let mut events = Vec::new();
+    /// loop {
+    ///     let n = framer.read_from(&mut stdin)?;
+    ///     // Drain every event after every read, not only frames: a
+    ///     // truncated or oversize frame is reported too.
+    ///     while let Some(event) = framer.next_event()? {
+    ///         events.push(event.map(<[u8]>::to_vec));
+    ///     }
+    ///     if n == 0 {
+    ///         break;
     ///     }
     /// }
-    /// assert_eq!(count, 1);
+    /// assert!(matches!(&events[0], Event::Frame(frame) if frame.starts_with(b"{\"jsonrpc\"")));
+    /// assert_eq!(events[1], Event::Truncated { len: 6, oversize: false });
+    /// assert!(framer.is_finished());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read_from<R: Read + ?Sized>(&mut self, reader: &mut R) -> std::io::Result<usize> {

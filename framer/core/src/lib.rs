@@ -23,7 +23,7 @@
 //! ```
 //! use mcp_framer::{Config, Event, Framer, OversizePolicy};
 //!
-//! let config = Config { max_frame: 32, oversize: OversizePolicy::Skip, ..Config::default() };
+//! let config = Config::DEFAULT.with_max_frame(32).with_oversize(OversizePolicy::Skip);
 //! let mut framer = Framer::new(config);
 //! let stream = b"{\"id\":1}\r\n\n{\"id\":2,\"big\":\"xxxxxxxxxxxxxxxxxxxxxxxxx\"}\n{\"id\":3}\n{\"id\"";
 //!
@@ -73,5 +73,5 @@ mod stats;
 pub use config::{Bom, Config, DEFAULT_MAX_FRAME, DEFAULT_READ_SIZE, EmptyLines, OversizePolicy};
 pub use event::{Event, FrameError};
 pub use framer::Framer;
-pub use push::{Push, PushMut};
+pub use push::Push;
 pub use stats::Stats;

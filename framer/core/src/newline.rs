@@ -8,10 +8,14 @@
 //! `\n`.
 
 /// Finds the first `\n` in a byte slice.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Newline {
     #[cfg(target_arch = "x86_64")]
     avx2: Option<memchr::arch::x86_64::avx2::memchr::One>,
+    /// Bytes searched so far: up to and including the `\n` found, or all of
+    /// a slice without one (unit tests check the no-rescan guarantee).
+    #[cfg(test)]
+    scanned: core::cell::Cell<u64>,
 }
 
 impl Newline {
@@ -21,12 +25,28 @@ impl Newline {
         Newline {
             #[cfg(target_arch = "x86_64")]
             avx2: memchr::arch::x86_64::avx2::memchr::One::new(b'\n'),
+            #[cfg(test)]
+            scanned: core::cell::Cell::new(0),
         }
+    }
+
+    /// Bytes searched so far.
+    #[cfg(test)]
+    pub(crate) fn scanned(&self) -> u64 {
+        self.scanned.get()
     }
 
     /// The index of the first `\n` in `haystack`.
     #[inline(always)]
     pub(crate) fn find(&self, haystack: &[u8]) -> Option<usize> {
+        let found = self.search(haystack);
+        #[cfg(test)]
+        self.scanned.set(self.scanned.get() + found.map_or(haystack.len(), |i| i + 1) as u64);
+        found
+    }
+
+    #[inline(always)]
+    fn search(&self, haystack: &[u8]) -> Option<usize> {
         #[cfg(target_arch = "x86_64")]
         if let Some(avx2) = self.avx2 {
             return avx2.find(haystack);

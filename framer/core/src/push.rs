@@ -1,6 +1,5 @@
 //! Push mode: frame a chunk the caller owns, zero-copy.
 
-use crate::framer::Src;
 use crate::{Event, FrameError, Framer};
 
 impl Framer {
@@ -35,15 +34,9 @@ impl Framer {
     ///
     /// After [`finish`](Framer::finish), if `chunk` is not empty.
     pub fn push<'f, 'c>(&'f mut self, chunk: &'c [u8]) -> Push<'f, 'c> {
+        assert!(!self.eof || chunk.is_empty(), "push after finish");
         self.stats.bytes_in += chunk.len() as u64;
         Push { framer: self, chunk, pos: 0 }
-    }
-
-    /// As [`push`](Framer::push), with frames as `&mut [u8]` for in-place
-    /// parsers.
-    pub fn push_mut<'f, 'c>(&'f mut self, chunk: &'c mut [u8]) -> PushMut<'f, 'c> {
-        self.stats.bytes_in += chunk.len() as u64;
-        PushMut { framer: self, chunk, pos: 0 }
     }
 }
 
@@ -69,14 +62,8 @@ impl Push<'_, '_> {
     /// [`next_event`](Push::next_event) off the fast path, out of line.
     #[inline(never)]
     fn next_event_general(&mut self) -> Result<Option<Event<&[u8]>>, FrameError> {
-        let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
-        let (buffer, chunk) = (self.framer.buf.bytes(), self.chunk);
-        Ok(raw.map(|raw| {
-            raw.into_event(|src| match src {
-                Src::Buf(range) => &buffer[range],
-                Src::Chunk(range) => &chunk[range],
-            })
-        }))
+        let event = self.framer.step(self.chunk, &mut self.pos)?;
+        Ok(event.map(|event| event.map(|src| src.slice(self.framer.buf.bytes(), self.chunk))))
     }
 
     /// The framer, for its counters.
@@ -86,51 +73,6 @@ impl Push<'_, '_> {
 }
 
 impl Drop for Push<'_, '_> {
-    fn drop(&mut self) {
-        self.framer.keep_rest(&self.chunk[self.pos..]);
-    }
-}
-
-/// A mutable chunk being framed; see [`Framer::push_mut`].
-#[derive(Debug)]
-pub struct PushMut<'f, 'c> {
-    framer: &'f mut Framer,
-    chunk: &'c mut [u8],
-    pos: usize,
-}
-
-impl PushMut<'_, '_> {
-    /// The next event, with the frame as `&mut [u8]`, or `Ok(None)` when the
-    /// chunk is used up and more input is needed.
-    #[inline(always)]
-    pub fn next_event_mut(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        match self.framer.next_plain_pushed(self.chunk, &mut self.pos) {
-            Ok(frame) => Ok(frame.map(|range| Event::Frame(&mut self.chunk[range]))),
-            Err(()) => self.next_event_mut_general(),
-        }
-    }
-
-    /// [`next_event_mut`](PushMut::next_event_mut) off the fast path, out of
-    /// line.
-    #[inline(never)]
-    fn next_event_mut_general(&mut self) -> Result<Option<Event<&mut [u8]>>, FrameError> {
-        let raw = self.framer.step_push(self.chunk, &mut self.pos)?;
-        let (buffer, chunk) = (self.framer.buf.bytes_mut(), &mut *self.chunk);
-        Ok(raw.map(|raw| {
-            raw.into_event(|src| match src {
-                Src::Buf(range) => &mut buffer[range],
-                Src::Chunk(range) => &mut chunk[range],
-            })
-        }))
-    }
-
-    /// The framer, for its counters.
-    pub fn framer(&self) -> &Framer {
-        self.framer
-    }
-}
-
-impl Drop for PushMut<'_, '_> {
     fn drop(&mut self) {
         self.framer.keep_rest(&self.chunk[self.pos..]);
     }

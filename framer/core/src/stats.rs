@@ -14,7 +14,11 @@
 /// [`Stats::accounted_bytes`] computes the right-hand side less the buffered
 /// part. Empty lines are not a separate byte class: their `\n` is in
 /// `delimiters` and their stripped `\r`, if any, in `cr_stripped`.
+///
+/// `#[non_exhaustive]`: counters may be added. Outside this crate a value is
+/// built from [`Stats::default()`] by assigning fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Stats {
     /// Bytes handed to the framer, by `commit` or `push`.
     pub bytes_in: u64,

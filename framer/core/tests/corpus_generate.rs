@@ -24,27 +24,27 @@ use mcp_framer::check::{
 use mcp_framer::{Bom, Config, EmptyLines, OversizePolicy};
 
 fn config(max_frame: usize) -> Config {
-    Config::with_max_frame(max_frame)
+    Config::DEFAULT.with_max_frame(max_frame)
 }
 
 fn fail(max_frame: usize) -> Config {
-    Config { oversize: OversizePolicy::Fail, ..config(max_frame) }
+    config(max_frame).with_oversize(OversizePolicy::Fail)
 }
 
 fn keep_cr(c: Config) -> Config {
-    Config { strip_cr: false, ..c }
+    c.with_strip_cr(false)
 }
 
 fn deliver(c: Config) -> Config {
-    Config { empty_lines: EmptyLines::Deliver, ..c }
+    c.with_empty_lines(EmptyLines::Deliver)
 }
 
 fn keep_bom(c: Config) -> Config {
-    Config { bom: Bom::Keep, ..c }
+    c.with_bom(Bom::Keep)
 }
 
 fn setup(config: Config, chunks: &[usize]) -> Setup {
-    Setup { config, chunks: chunks.to_vec(), drain_mut: false }
+    Setup { config, chunks: chunks.to_vec() }
 }
 
 /// A payload seed: name, setup, bytes.
@@ -117,7 +117,7 @@ fn payload_seeds() -> Vec<Seed> {
     add("limit_one", setup(config(1), &[1]), b"a\nab\na\r\n\r\n");
     add(
         "small_read_size",
-        setup(Config { read_size: 3, ..config(16) }, &[]),
+        setup(config(16).with_read_size(3), &[]),
         b"{\"id\":1}\n{\"id\":22}\nxxxxxxxxxxxxxxxxxxxx\n",
     );
     seeds
@@ -173,7 +173,7 @@ fn line_seeds() -> Vec<(String, OversizeCase)> {
     ));
     seeds.push((
         "large_limit_small_reads".into(),
-        case(Config { read_size: 7, ..config(4096) }, &[], &[Oversize { extra: 2000, cr: true }, normal]),
+        case(config(4096).with_read_size(7), &[], &[Oversize { extra: 2000, cr: true }, normal]),
     ));
     seeds
 }
@@ -211,7 +211,7 @@ fn regenerate_seeds() {
         let plan =
             if setup.chunks.is_empty() { vec![0, 0xFFFF, 4096] } else { [&[0, 0xFFFF][..], &setup.chunks].concat() };
         let plan = plan.into_iter().take(check::MAX_CHUNKS).collect();
-        let reader = Setup { chunks: plan, drain_mut: name.len().is_multiple_of(2), ..setup };
+        let reader = Setup { chunks: plan, ..setup };
         let bytes = [reader.encode(), payload.clone()].concat();
         let (decoded, stream) = decode_setup_and_payload(&bytes);
         assert_eq!(decoded, reader, "{name} (reader) does not round-trip");

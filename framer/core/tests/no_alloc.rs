@@ -52,7 +52,7 @@ fn framing_allocates_nothing_per_frame_once_the_buffer_has_grown() {
     for frame_len in [200, 64 * 1024, 1024 * 1024] {
         let input = stream(frame_len, 40);
         let over = stream(3 * 1024 * 1024, 2);
-        let config = Config::with_max_frame(2 * 1024 * 1024);
+        let config = Config::DEFAULT.with_max_frame(2 * 1024 * 1024);
 
         // Read-into mode, 64 KiB reads.
         let mut framer = Framer::new(config);

@@ -126,11 +126,8 @@ async fn the_transport_refuses_the_same_response_by_its_limit_and_the_child_fini
     watchdog("8 MiB over a 1 MiB limit", async {
         let limit = 1 << 20;
         let mut config = config();
-        config.reader = ReaderConfig::default().with_framer(Config {
-            max_frame: limit,
-            oversize: OversizePolicy::Skip,
-            ..Config::default()
-        });
+        config.reader = ReaderConfig::default()
+            .with_framer(Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip));
         let (session, mut inbound) = spawn(config);
         let request = session.start("tools/call", &tool("big", json!({"bytes": EIGHT_MIB}))).await.expect("sent");
         // A frame discarded by the limit is never parsed, so its id is

@@ -20,11 +20,8 @@ use serde_json::json;
 const LIMIT: usize = 64 * 1024;
 
 fn limited(oversize: OversizePolicy) -> SessionConfig {
-    config().with_reader(ReaderConfig::default().with_framer(Config {
-        max_frame: LIMIT,
-        oversize,
-        ..Config::default()
-    }))
+    config()
+        .with_reader(ReaderConfig::default().with_framer(Config::DEFAULT.with_max_frame(LIMIT).with_oversize(oversize)))
 }
 
 /// A `sized` tool call whose response line is exactly `frame_bytes` long.

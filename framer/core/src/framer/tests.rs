@@ -7,7 +7,7 @@ use crate::check::{self, MODES, Mode, check_against_reference, check_every_split
 use crate::{Bom, Config, EmptyLines, Event, FrameError, Framer, OversizePolicy};
 
 fn cfg(max_frame: usize, oversize: OversizePolicy) -> Config {
-    Config { max_frame, oversize, ..Config::default() }
+    Config::DEFAULT.with_max_frame(max_frame).with_oversize(oversize)
 }
 
 fn frame(bytes: &[u8]) -> Event<Vec<u8>> {
@@ -59,7 +59,7 @@ fn frame_of_exactly_max_frame_is_delivered_and_one_more_is_oversize() {
 
 #[test]
 fn carriage_return_counts_toward_the_limit_when_not_stripped() {
-    let config = Config { strip_cr: false, ..cfg(8, OversizePolicy::Skip) };
+    let config = cfg(8, OversizePolicy::Skip).with_strip_cr(false);
     let out = check_against_reference(&config, b"1234567\r\n12345678\r\n", &[3]);
     assert_eq!(
         out.events,
@@ -145,7 +145,7 @@ fn empty_lines_are_skipped_and_counted_or_delivered() {
     let out = check_against_reference(&cfg(64, OversizePolicy::Skip), input, &[1]);
     assert_eq!(out.events, vec![frame(b"{}")]);
     assert_eq!(out.stats.empty_lines, 3);
-    let deliver = Config { empty_lines: EmptyLines::Deliver, ..cfg(64, OversizePolicy::Skip) };
+    let deliver = cfg(64, OversizePolicy::Skip).with_empty_lines(EmptyLines::Deliver);
     let out = check_against_reference(&deliver, input, &[1]);
     assert_eq!(out.events, vec![frame(b""), frame(b""), frame(b"{}"), frame(b"")]);
 }
@@ -156,7 +156,7 @@ fn bom_at_stream_start_is_stripped_by_default_and_kept_on_request() {
     let out = check_against_reference(&cfg(64, OversizePolicy::Skip), input, &[1]);
     assert_eq!(out.events, vec![frame(b"{}"), frame(b"\xEF\xBB\xBF{}")], "only the first BOM is stripped");
     assert_eq!(out.stats.bom_bytes, 3);
-    let keep = Config { bom: Bom::Keep, ..cfg(64, OversizePolicy::Skip) };
+    let keep = cfg(64, OversizePolicy::Skip).with_bom(Bom::Keep);
     let out = check_against_reference(&keep, input, &[2]);
     assert_eq!(out.events, vec![frame(b"\xEF\xBB\xBF{}"), frame(b"\xEF\xBB\xBF{}")]);
     check_every_split(&cfg(64, OversizePolicy::Skip), input);
@@ -176,14 +176,14 @@ fn each_byte_is_scanned_once_however_the_frame_is_split() {
             let mut events = 0;
             for piece in input.chunks(chunk) {
                 match mode {
-                    Mode::ReadInto | Mode::ReadIntoMut => {
+                    Mode::ReadInto => {
                         framer.spare()[..piece.len()].copy_from_slice(piece);
                         framer.commit(piece.len());
                         while framer.next_event().unwrap().is_some() {
                             events += 1;
                         }
                     }
-                    Mode::Push | Mode::PushMut => {
+                    Mode::Push => {
                         let mut push = framer.push(piece);
                         while push.next_event().unwrap().is_some() {
                             events += 1;
@@ -192,7 +192,7 @@ fn each_byte_is_scanned_once_however_the_frame_is_split() {
                 }
             }
             assert_eq!(events, 1);
-            assert_eq!(framer.scanned, input.len() as u64, "{mode:?} chunk {chunk}: bytes searched more than once");
+            assert_eq!(framer.scanned(), input.len() as u64, "{mode:?} chunk {chunk}: bytes searched more than once");
         }
     }
 }
@@ -200,7 +200,7 @@ fn each_byte_is_scanned_once_however_the_frame_is_split() {
 #[test]
 fn buffer_stays_within_max_frame_plus_one_read_and_discarding_does_not_grow_it() {
     let read_size = 4096;
-    let config = Config { max_frame: 10_000, read_size, ..Config::default() };
+    let config = Config::DEFAULT.with_max_frame(10_000).with_read_size(read_size);
     let cap = config.max_frame + 1 + read_size;
     let mut framer = Framer::new(config);
     let mut input = Vec::new();
@@ -240,9 +240,9 @@ fn any_chunking_gives_the_same_events() {
     ];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let configs = |max_frame| {
-        [OversizePolicy::Skip, OversizePolicy::Fail].into_iter().flat_map(move |oversize| {
-            [true, false].map(|strip_cr| Config { max_frame, oversize, strip_cr, ..Config::default() })
-        })
+        [OversizePolicy::Skip, OversizePolicy::Fail]
+            .into_iter()
+            .flat_map(move |oversize| [true, false].map(|strip_cr| cfg(max_frame, oversize).with_strip_cr(strip_cr)))
     };
     // Hand-written inputs: every cut position, 1-byte reads.
     for input in &inputs {
@@ -270,13 +270,10 @@ fn no_panic_on_binary_input() {
     for _ in 0..200 {
         let len = rng.below(3000) as usize;
         let input: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        let config = Config {
-            max_frame: rng.below(300) as usize,
-            oversize: if rng.below(2) == 0 { OversizePolicy::Skip } else { OversizePolicy::Fail },
-            strip_cr: rng.below(2) == 0,
-            read_size: 1 + rng.below(100) as usize,
-            ..Config::default()
-        };
+        let oversize = if rng.below(2) == 0 { OversizePolicy::Skip } else { OversizePolicy::Fail };
+        let config = cfg(rng.below(300) as usize, oversize)
+            .with_strip_cr(rng.below(2) == 0)
+            .with_read_size(1 + rng.below(100) as usize);
         let chunks: Vec<usize> = (0..1 + rng.below(5)).map(|_| rng.below(700) as usize).collect();
         check_against_reference(&config, &input, &chunks);
     }
@@ -296,16 +293,52 @@ fn dropping_a_push_early_loses_no_bytes() {
 }
 
 #[test]
-fn frames_inside_a_pushed_chunk_are_slices_of_it_and_mut_frames_are_writable() {
-    let mut chunk = *b"{\"a\":1}\n{\"b\":2}\n";
+fn frames_inside_a_pushed_chunk_are_slices_of_it() {
+    let chunk = *b"{\"a\":1}\n{\"b\":2}\n{\"c\"";
     let base = chunk.as_ptr() as usize;
     let mut framer = Framer::new(Config::default());
-    let mut push = framer.push_mut(&mut chunk);
-    while let Some(Event::Frame(frame)) = push.next_event_mut().unwrap() {
-        let offset = frame.as_ptr() as usize - base;
-        assert!(offset == 0 || offset == 8, "frame not borrowed from the chunk");
-        frame[0] = b'[';
+    let mut push = framer.push(&chunk);
+    let mut offsets = Vec::new();
+    while let Some(Event::Frame(frame)) = push.next_event().unwrap() {
+        offsets.push(frame.as_ptr() as usize - base);
     }
     drop(push);
-    assert_eq!(&chunk, b"[\"a\":1}\n[\"b\":2}\n");
+    assert_eq!(offsets, vec![0, 8], "frames not borrowed from the chunk");
+    assert_eq!(framer.buffered(), 4, "only the partial tail is copied");
+}
+
+#[test]
+fn finished_only_once_every_event_is_returned() {
+    for mode in MODES {
+        let mut framer = Framer::new(cfg(4, OversizePolicy::Skip));
+        let input = b"ok\n0123456789";
+        match mode {
+            Mode::ReadInto => {
+                framer.spare()[..input.len()].copy_from_slice(input);
+                framer.commit(input.len());
+            }
+            Mode::Push => drop(framer.push(input)),
+        }
+        framer.finish();
+        assert!(!framer.is_finished(), "{mode:?}: events are still owed");
+        assert_eq!(framer.next_event(), Ok(Some(Event::Frame(&b"ok"[..]))), "{mode:?}");
+        assert_eq!(framer.next_event(), Ok(Some(Event::OversizeStarted { seen: 10 })), "{mode:?}");
+        assert!(!framer.is_finished(), "{mode:?}: the truncated oversize frame is still owed");
+        assert_eq!(framer.next_event(), Ok(Some(Event::Truncated { len: 10, oversize: true })), "{mode:?}");
+        assert!(framer.is_finished(), "{mode:?}");
+        assert_eq!(framer.next_event(), Ok(None), "{mode:?}");
+    }
+    let mut failed = Framer::new(cfg(2, OversizePolicy::Fail));
+    drop(failed.push(b"too long\n"));
+    failed.finish();
+    assert!(failed.next_event().is_err());
+    assert!(!failed.is_finished(), "a stopped framer is not finished");
+}
+
+#[test]
+#[should_panic(expected = "push after finish")]
+fn push_after_finish_panics() {
+    let mut framer = Framer::new(Config::default());
+    framer.finish();
+    drop(framer.push(b"{}\n"));
 }

@@ -8,9 +8,14 @@ use std::fs;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-/// The repository's `corpus/` directory.
+/// The repository's `corpus/` directory, or the directory named by the
+/// `MCP_FRAMER_CORPUS` environment variable (for a vendored copy of the
+/// crate, whose corpus lives elsewhere).
 pub fn corpus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../corpus")
+    match std::env::var_os("MCP_FRAMER_CORPUS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../corpus"),
+    }
 }
 
 /// Files in `dir`, sorted, README files excluded. A missing directory is empty.

@@ -31,26 +31,24 @@ pub fn config_to_json(c: &Config) -> Value {
 
 pub fn config_from_json(v: &Value) -> Config {
     let word = |key: &str| v[key].as_str().unwrap_or_else(|| panic!("config.{key} missing"));
-    Config {
-        max_frame: v["max_frame"].as_u64().expect("config.max_frame") as usize,
-        oversize: match word("oversize") {
+    Config::DEFAULT
+        .with_max_frame(v["max_frame"].as_u64().expect("config.max_frame") as usize)
+        .with_oversize(match word("oversize") {
             "skip" => OversizePolicy::Skip,
             "fail" => OversizePolicy::Fail,
             other => panic!("config.oversize {other:?}"),
-        },
-        strip_cr: v["strip_cr"].as_bool().expect("config.strip_cr"),
-        empty_lines: match word("empty_lines") {
+        })
+        .with_strip_cr(v["strip_cr"].as_bool().expect("config.strip_cr"))
+        .with_empty_lines(match word("empty_lines") {
             "skip" => EmptyLines::Skip,
             "deliver" => EmptyLines::Deliver,
             other => panic!("config.empty_lines {other:?}"),
-        },
-        bom: match word("bom") {
+        })
+        .with_bom(match word("bom") {
             "strip" => Bom::Strip,
             "keep" => Bom::Keep,
             other => panic!("config.bom {other:?}"),
-        },
-        ..Config::default()
-    }
+        })
 }
 
 pub fn event_to_json(e: &OwnedEvent) -> Value {
@@ -136,18 +134,19 @@ pub fn stats_to_json(s: &Stats) -> Value {
 /// `stats` with every pinned counter taken from the vector's JSON.
 pub fn stats_from_json(v: &Value) -> Stats {
     let get = |key: &str| v[key].as_u64().unwrap_or_else(|| panic!("stats.{key} missing"));
-    Stats {
-        bytes_in: get("bytes_in"),
-        frames: get("frames"),
-        frame_bytes: get("frame_bytes"),
-        largest_frame: get("largest_frame"),
-        oversize_frames: get("oversize_frames"),
-        discarded_bytes: get("discarded_bytes"),
-        empty_lines: get("empty_lines"),
-        delimiters: get("delimiters"),
-        cr_stripped: get("cr_stripped"),
-        bom_bytes: get("bom_bytes"),
-        truncated_bytes: get("truncated_bytes"),
-        buffered_high_water: 0,
-    }
+    // `Stats` is non-exhaustive: start from the default (every counter 0,
+    // `buffered_high_water` included) and set the pinned ones.
+    let mut s = Stats::default();
+    s.bytes_in = get("bytes_in");
+    s.frames = get("frames");
+    s.frame_bytes = get("frame_bytes");
+    s.largest_frame = get("largest_frame");
+    s.oversize_frames = get("oversize_frames");
+    s.discarded_bytes = get("discarded_bytes");
+    s.empty_lines = get("empty_lines");
+    s.delimiters = get("delimiters");
+    s.cr_stripped = get("cr_stripped");
+    s.bom_bytes = get("bom_bytes");
+    s.truncated_bytes = get("truncated_bytes");
+    s
 }

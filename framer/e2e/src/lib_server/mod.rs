@@ -114,7 +114,7 @@ impl Args {
             config.shutdown_grace = Duration::from_millis(ms);
         }
         if let Some(n) = self.max_frame {
-            config.framer = Config::with_max_frame(n);
+            config.framer = Config::DEFAULT.with_max_frame(n);
             config.max_response = n;
         }
         config

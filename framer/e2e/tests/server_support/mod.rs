@@ -134,7 +134,7 @@ impl Fixture {
         let (first_tx, first_rx) = mpsc::channel();
         let (resume_tx, resume_rx) = mpsc::channel::<()>();
         let stdout_thread = thread::spawn(move || {
-            let mut framer = Framer::new(Config::with_max_frame(64 << 20));
+            let mut framer = Framer::new(Config::DEFAULT.with_max_frame(64 << 20));
             let mut first = paused;
             loop {
                 let n = framer.read_from(&mut stdout).expect("read stdout");

@@ -384,7 +384,7 @@ mod tests {
 
     fn config(policy: OverloadPolicy) -> ReaderConfig {
         ReaderConfig::default()
-            .with_framer(Config::with_max_frame(256))
+            .with_framer(Config::DEFAULT.with_max_frame(256))
             .with_overload(Overload::default().with_policy(policy).with_max_wait(Duration::from_millis(1)))
     }
 

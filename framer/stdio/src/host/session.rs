@@ -86,9 +86,7 @@ impl ShutdownConfig {
 /// use mcp_framer_stdio::host::{Overload, OverloadPolicy, ReaderConfig, SessionConfig};
 /// use mcp_framer::{Config, OversizePolicy};
 ///
-/// let mut framer = Config::default();
-/// framer.max_frame = 8 << 20;
-/// framer.oversize = OversizePolicy::Fail;
+/// let framer = Config::DEFAULT.with_max_frame(8 << 20).with_oversize(OversizePolicy::Fail);
 /// // Opt in to absorbing bursts: wait at most 10 ms per overload episode.
 /// let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_millis(10));
 /// let config = SessionConfig::default()

@@ -101,14 +101,12 @@ struct Lines {
 }
 
 impl Lines {
-    // Field by field: the core `Config` may not be built by a literal.
-    #[allow(clippy::field_reassign_with_default)]
     fn new(level: StderrLog) -> Lines {
-        let mut config = Config::default();
-        config.max_frame = MAX_LOGGED_LINE;
-        config.oversize = OversizePolicy::Skip;
-        config.empty_lines = EmptyLines::Skip;
-        config.bom = Bom::Keep;
+        let config = Config::DEFAULT
+            .with_max_frame(MAX_LOGGED_LINE)
+            .with_oversize(OversizePolicy::Skip)
+            .with_empty_lines(EmptyLines::Skip)
+            .with_bom(Bom::Keep);
         Lines { level, framer: Framer::new(config) }
     }
 
