@@ -15,6 +15,13 @@
 //!
 //! Unix only, like `mcp-framer-stdio`.
 
+/// The repository README's Rust examples, compiled as doctests so that
+/// they stay in step with the API (`no_run`: they read stdin or spawn a
+/// server that isn't here).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExamples;
+
 pub mod hostile;
 pub mod lib_server;
 pub mod report;
