@@ -120,6 +120,14 @@ impl Dispatcher {
         tokio::time::timeout(grace, async { while self.tasks.join_next().await.is_some() {} }).await.is_ok()
     }
 
+    /// Starts no more handlers: a queued call stays queued (until it is
+    /// cancelled) even when a running one ends. For shutdown, before the
+    /// cancellations, so that cancelling a running call does not start a
+    /// queued one.
+    pub(crate) fn stop_starting(&self) {
+        self.permits.close();
+    }
+
     /// Aborts every supervisor and waits for them to stop.
     pub(crate) async fn abort_all(&mut self) {
         self.tasks.shutdown().await;

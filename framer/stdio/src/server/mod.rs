@@ -303,8 +303,9 @@ impl Server {
     ///   keeps reading stdin (so cancellations still reach running calls)
     ///   until that reply budget is full: a bounded backlog of answered,
     ///   unwritten requests. Then it **stops reading stdin** until the host
-    ///   drains again (counted in [`ServeReport::stdin_pauses`], logged at
-    ///   each pause and resume): a host that does not drain has broken
+    ///   drains again (each pause counted in [`ServeReport::stdin_pauses`]
+    ///   and logged at debug level; a pause of a second or more logged as a
+    ///   warning when it ends): a host that does not drain has broken
     ///   liveness, and rejecting instead would need room that does not exist.
     ///   A signal or a stdout failure still ends the loop while it waits.
     ///   Memory stays bounded: queued replies by the two budgets, results

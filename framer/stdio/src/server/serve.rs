@@ -232,6 +232,10 @@ fn signal_name(number: i32) -> &'static str {
     }
 }
 
+/// A stdin pause this long (the host not draining stdout) is logged as a
+/// warning when it ends.
+const LONG_PAUSE_MS: u64 = 1000;
+
 /// At most this many abandoned ids are named in the shutdown log line.
 const LOGGED_IDS: usize = 32;
 
@@ -252,7 +256,8 @@ impl Session<'_> {
         }
         bump(&self.counters.stdin_pauses);
         let backlog = self.server.config.control_queue_bytes;
-        tracing::warn!(backlog, bytes = frame.len(), "reply backlog full (host not draining stdout); pausing stdin");
+        // Debug level: under a burst this happens at every few replies.
+        tracing::debug!(backlog, bytes = frame.len(), "reply backlog full (host not draining stdout); pausing stdin");
         let paused = Instant::now();
         let len = frame.len();
         let outcome = tokio::select! {
@@ -260,12 +265,13 @@ impl Session<'_> {
             number = shutdown => Queued::Signal(number),
             done = writer => Queued::WriterDone(done),
             room = self.outbox.reserve_control(len) => {
+                let waited_ms = paused.elapsed().as_millis() as u64;
                 match room {
-                    Some(room) => {
-                        let waited_ms = paused.elapsed().as_millis() as u64;
-                        tracing::info!(waited_ms, "reply backlog has room again; resuming stdin");
+                    Some(room) if waited_ms >= LONG_PAUSE_MS => {
+                        tracing::warn!(waited_ms, backlog, "stdin was paused: the host did not drain stdout");
                         self.outbox.push(frame, Some(room), None);
                     }
+                    Some(room) => self.outbox.push(frame, Some(room), None),
                     None => self.outbox.dropped(len),
                 }
                 return Queued::Done;
@@ -281,6 +287,7 @@ impl Session<'_> {
     /// groups, and answers each -32603 (unless stdout is gone); logs their
     /// ids and counts them.
     async fn abandon_all(&mut self, why: &str, stdout_gone: bool) {
+        self.dispatcher.stop_starting();
         let abandoned = self.table.cancel_all();
         self.dispatcher.abort_all().await;
         if abandoned.is_empty() {
