@@ -424,7 +424,7 @@ impl Session<'_> {
             _ => {
                 bump(&self.counters.unknown_methods);
                 let method = excerpt(method);
-                tracing::debug!(id = %id, %method, "unknown method");
+                tracing::debug!(id = %excerpt(&id.to_string()), %method, "unknown method");
                 self.reply_error(&id, &RpcError::new(envelope::METHOD_NOT_FOUND, format!("method not found: {method}")))
             }
         }
