@@ -1,7 +1,8 @@
 //! The admission bound through the real library (`lib_server` fixture, real
-//! pipes): however many calls arrive in one write, at most `max_concurrent
-//! + max_queued` are admitted; every other one is answered -32000 at once,
-//! and every admitted one is answered too (here at shutdown, as abandoned).
+//! pipes): however many calls arrive in one write, at most
+//! `max_concurrent + max_queued` are admitted; every other one is answered
+//! -32000 at once, and every admitted one is answered too (here at
+//! shutdown, as abandoned).
 
 mod server_support;
 
