@@ -35,7 +35,10 @@ fn walk(server: &mut Fixture, first_id: i64, known_total: bool, max_bytes: usize
         let items = structured["items"].as_array().unwrap();
         assert!(!items.is_empty() && items.len() <= 40);
         indexes.extend(items.iter().map(|item| item["index"].as_u64().unwrap()));
-        let text = result["content"][0]["text"].as_str().unwrap();
+        // The first text block carries the structured JSON, the second the summary.
+        let carried: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(&carried, structured);
+        let text = result["content"][1]["text"].as_str().unwrap();
         if known_total {
             assert_eq!(structured["totalEstimate"], 300);
         } else {
@@ -74,13 +77,13 @@ fn byte_previews_and_captures_stay_bounded() {
     let mut server = Fixture::start(&[]);
     server.call(1, "preview", json!({"kind": "text", "bytes": 1_000_000, "max": 1000}));
     let text = server.response(1, WAIT);
-    let shown = text["result"]["content"][0]["text"].as_str().unwrap();
+    let shown = text["result"]["content"][1]["text"].as_str().unwrap();
     assert!(shown.len() < 1100);
     assert!(shown.ends_with("[preview: first 1000 of 1000000 bytes; 999000 bytes not shown]"), "{shown}");
 
     server.call(2, "preview", json!({"kind": "binary", "bytes": 1_000_000}));
     let binary = server.response(2, WAIT);
-    assert!(binary["result"]["content"][0]["text"].as_str().unwrap().starts_with("[binary data: 1000000 bytes"));
+    assert!(binary["result"]["content"][1]["text"].as_str().unwrap().starts_with("[binary data: 1000000 bytes"));
     assert_eq!(binary["result"]["structuredContent"]["binary"], true);
 
     let script = "head -c 20000000 /dev/zero & head -c 30000000 /dev/zero >&2; wait";

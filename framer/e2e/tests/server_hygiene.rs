@@ -33,9 +33,11 @@ fn panics_and_logs_in_handlers_never_reach_stdout() {
     let mut server = Fixture::start(&[]);
     server.call(1, "panic", json!({"message": "boom-in-handler"}));
     server.call(2, "log", json!({"text": "LOGTEXT-7"}));
+    // A panic is a tool failure: a result with isError, saying so without
+    // the panic's text (that goes to the log).
     let panicked = server.response(1, WAIT);
-    assert_eq!(panicked["error"]["code"], -32603);
-    assert!(panicked["error"]["message"].as_str().unwrap().contains("panicked"));
+    assert_eq!(panicked["result"]["isError"], true, "{panicked}");
+    assert!(panicked["result"]["content"][0]["text"].as_str().unwrap().contains("panicked"));
     assert_eq!(server.response(2, WAIT)["result"]["content"][0]["text"], "logged");
     let sent = Instant::now();
     server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
@@ -123,18 +125,22 @@ fn oversize_input_is_answered_and_the_session_continues() {
     assert!(error["error"]["message"].as_str().unwrap().contains("exceeds the transport limit of 4096 bytes"));
     server.call(2, "echo", json!({"text": "small"}));
     assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "small");
-    // A result over the response limit becomes an error instead.
+    // A result over the response limit becomes a tool failure instead.
     server.call(3, "big", json!({"bytes": 10_000}));
     let too_big = server.response(3, WAIT);
-    assert_eq!(too_big["error"]["code"], -32603);
+    assert_eq!(too_big["result"]["isError"], true, "{too_big}");
+    let said = too_big["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(said.contains("result not sent") && said.contains("4096"), "{said}");
     let done = server.finish();
     assert_eq!(done.report["oversize"], 1);
+    assert_eq!(done.report["oversize_results"], 1);
     assert!(done.frames.iter().all(|f| f.len <= 4096));
 }
 
 /// At stdin EOF, work that ends within the grace period still gets its
-/// response; work that does not is cancelled, its process group killed, and
-/// the process exits cleanly.
+/// response; work that does not is cancelled, its process group killed, its
+/// id logged, and it is answered -32603 "abandoned"; the process exits
+/// cleanly.
 #[test]
 fn stdin_eof_finishes_short_work_and_cancels_the_rest() {
     let mut server = Fixture::start(&["--grace-ms", "500"]);
@@ -152,8 +158,18 @@ fn stdin_eof_finishes_short_work_and_cancels_the_rest() {
     assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
     assert!(took >= Duration::from_millis(400), "waited for the grace period: {took:?}");
     let answered: Vec<_> = done.frames.iter().filter_map(|f| f.id().cloned()).collect();
-    assert_eq!(answered, [json!(1)], "the short call finished; the long one was cancelled");
+    assert_eq!(answered, [json!(1), json!(2)], "the short call finished; the long one was abandoned");
+    let answer = |id: i64| done.frames.iter().find(|f| f.id() == Some(&json!(id))).unwrap().json();
+    assert_eq!(answer(1)["result"]["content"][0]["text"], "slept");
+    let abandoned = &answer(2)["error"];
+    assert_eq!(abandoned["code"], -32603);
+    assert!(abandoned["message"].as_str().unwrap().starts_with("request abandoned"), "{abandoned}");
     assert_eq!(done.report["cancelled_at_shutdown"], 1);
+    let logged: Vec<Value> = report::all(&done.stderr, lib_server::TRACE)
+        .filter(|fields| fields["message"].as_str().is_some_and(|m| m.starts_with("requests abandoned at shutdown")))
+        .collect();
+    assert_eq!(logged.len(), 1, "{}", done.stderr);
+    assert_eq!((&logged[0]["ids"], &logged[0]["count"]), (&json!("2"), &json!(1)));
     assert!(eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()), "child group {pid} killed");
 }
 

@@ -19,11 +19,15 @@
 //! * `max` is at least 1 and at most `u32::MAX` bytes (the semaphore counts in
 //!   `u32`); values outside are clamped.
 //!
-//! It is a tokio [`Semaphore`] with one permit per byte. Known flaw, kept as
-//! it was for the server (a later change will address it): the semaphore is
-//! fair, so a waiting `acquire` of a large item collects the permits released
-//! while it waits and, until it has them all, later small items (and every
-//! `try_acquire`) find no room.
+//! It is a tokio [`Semaphore`] with one permit per byte, and fair: a waiting
+//! `acquire` of a large item collects the permits released while it waits
+//! (tokio's batch semaphore hands a queued `acquire_many` every free permit)
+//! and, until it has them all, later small items and every `try_acquire`
+//! find no room even though the bytes held are well under the bound. So a
+//! bound whose small items must never wait behind a large one is a bound of
+//! their own: the server's stdout queue has two (tool results, which wait;
+//! the stdin loop's replies, reserved), and the host, which never waits,
+//! uses `try_acquire` only.
 
 use std::fmt;
 use std::sync::Arc;

@@ -8,7 +8,8 @@
 //! Parsed by [`Args`] (clap; `--help` lists them): `--max-concurrent N`
 //! (default 16), `--max-queued N` (256), `--grace-ms N` (shutdown grace,
 //! 5000), `--max-frame N` (transport limit for stdin and the response limit,
-//! 16 MiB). Unset flags keep `ServerConfig`'s defaults.
+//! 16 MiB), `--control-queue-bytes N` (the reply backlog, 1 MiB). Unset
+//! flags keep `ServerConfig`'s defaults.
 //!
 //! # Report lines
 //!
@@ -49,8 +50,20 @@
 //!   also with `println!` and `eprintln!` (stdout is redirected to stderr by
 //!   `serve_stdio`, so even `println!` cannot reach the protocol stream).
 //!
+//! * `fail` (`message`): returns an internal error (`RpcError::internal`),
+//!   which the library turns into a tool failure (`isError: true`).
+//! * `bad_args` (`message`): returns an invalid-params error, which stays a
+//!   JSON-RPC error.
+//! * `undeclared`: returns `structuredContent` although the tool declares no
+//!   `outputSchema` (the library leaves it out).
+//!
+//! `search`, `preview` and `capture` declare the `outputSchema` of their
+//! `structuredContent`.
+//!
 //! When stdin ends, the final `report` line is printed and the process exits
-//! 0.
+//! 0; after `SIGTERM` or `SIGINT` (handled by `serve_stdio` like stdin EOF,
+//! without waiting for running calls) it exits `128 + signal` after the
+//! `report` line.
 
 mod tools;
 mod trace;
@@ -61,10 +74,13 @@ use std::time::Duration;
 
 use clap::Parser;
 use mcp_framer::Config;
-use mcp_framer_stdio::server::{ServeReport, Server, ServerConfig, Tool};
+use mcp_framer_stdio::Preview;
+use mcp_framer_stdio::server::{Budget, ServeReport, Server, ServerConfig, Tool};
 use serde_json::{Value, json};
 
-use tools::{big, capture, echo, leak, log, panics, preview, search, slow, slow_read, subprocess};
+use tools::{
+    bad_args, big, capture, echo, fail, leak, log, panics, preview, search, slow, slow_read, subprocess, undeclared,
+};
 
 /// Tags of the `lib_server` report lines (see [`crate::report`]).
 pub mod report {
@@ -98,6 +114,9 @@ pub struct Args {
     /// Transport limit for stdin frames, and the response limit, in bytes.
     #[arg(long, value_name = "BYTES")]
     pub max_frame: Option<usize>,
+    /// Bytes reserved for the stdin loop's replies (the reply backlog).
+    #[arg(long, value_name = "BYTES")]
+    pub control_queue_bytes: Option<usize>,
 }
 
 impl Args {
@@ -117,6 +136,9 @@ impl Args {
             config.framer = Config::DEFAULT.with_max_frame(n);
             config.max_response = n;
         }
+        if let Some(n) = self.control_queue_bytes {
+            config.control_queue_bytes = n;
+        }
         config
     }
 }
@@ -133,14 +155,24 @@ pub fn server(config: ServerConfig) -> Server {
         .tool(tool("echo", "Echo `text`"), echo)
         .tool(tool("slow", "Wait `ms` milliseconds"), slow)
         .tool(tool("subprocess", "Run `script` in a process group"), subprocess)
-        .tool(tool("capture", "Run `script` under bounded capture"), capture)
+        .tool(
+            tool("capture", "Run `script` under bounded capture").with_output_schema(tools::capture_schema()),
+            capture,
+        )
         .tool(tool("slow_read", "Read from `addr` byte by byte"), slow_read)
         .tool(tool("leak", "Leak a child process and a task, then return"), leak)
         .tool(tool("big", "Return `bytes` bytes of text"), big)
-        .tool(tool("search", "Budgeted listing with cursors"), search)
-        .tool(tool("preview", "Bounded preview of a body"), preview)
+        .tool(
+            tool("search", "Budgeted listing with cursors")
+                .with_output_schema(Budget::output_schema(json!({"type": "object"}))),
+            search,
+        )
+        .tool(tool("preview", "Bounded preview of a body").with_output_schema(Preview::output_schema()), preview)
         .tool(tool("panic", "Panic in the handler"), panics)
         .tool(tool("log", "Log through every channel"), log)
+        .tool(tool("fail", "Fail with an internal error"), fail)
+        .tool(tool("bad_args", "Refuse the arguments"), bad_args)
+        .tool(tool("undeclared", "structuredContent without an outputSchema"), undeclared)
 }
 
 /// The fields of the final `report` line.
@@ -150,8 +182,15 @@ pub fn report_json(report: &ServeReport) -> Value {
         "notifications": report.notifications,
         "malformed": report.malformed,
         "oversize": report.oversize,
+        "blank_lines": report.blank_lines,
         "unknown_methods": report.unknown_methods,
+        "duplicate_ids": report.duplicate_ids,
+        "overloaded": report.overloaded,
+        "repeated_initialize": report.repeated_initialize,
         "handler_panics": report.handler_panics,
+        "tool_errors": report.tool_errors,
+        "oversize_results": report.oversize_results,
+        "undeclared_structured": report.undeclared_structured,
         "cancels": {
             "queued": report.cancels.queued,
             "running": report.cancels.running,
@@ -163,7 +202,9 @@ pub fn report_json(report: &ServeReport) -> Value {
         "frames_out": report.frames_out,
         "bytes_out": report.bytes_out,
         "replies_dropped": report.replies_dropped,
+        "stdin_pauses": report.stdin_pauses,
         "unflushed_frames": report.unflushed_frames,
+        "signal": report.signal,
         "frames_in": report.framer.frames,
         "bytes_in": report.framer.bytes_in,
         "error": report.error,
@@ -205,7 +246,10 @@ pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) ->
             crate::report::emit(report::REPORT, &report_json(&report));
             // Leftover tasks (a leaked handler's) must not delay the exit.
             runtime.shutdown_background();
-            ExitCode::SUCCESS
+            match report.signal {
+                Some(signal) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX)),
+                None => ExitCode::SUCCESS,
+            }
         }
         Err(err) => {
             eprintln!("lib_server: cannot take stdio: {err}");

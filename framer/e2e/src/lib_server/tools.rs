@@ -83,6 +83,23 @@ pub(super) async fn capture(call: Call) -> Result<ToolResult, RpcError> {
     Ok(ToolResult::text(run.summary()).with_structured(structured))
 }
 
+/// The JSON Schema of `capture`'s `structuredContent`.
+pub(super) fn capture_schema() -> Value {
+    let count = json!({"type": "integer", "minimum": 0});
+    let stream = json!({"type": "object", "properties": {"total": count, "dropped": count, "head": count, "tail": count},
+                        "required": ["total", "dropped", "tail"]});
+    json!({
+        "type": "object",
+        "properties": {
+            "ending": {"type": "string"},
+            "exitCode": {"type": ["integer", "null"]},
+            "stdout": stream,
+            "stderr": stream,
+        },
+        "required": ["ending", "exitCode", "stdout", "stderr"],
+    })
+}
+
 pub(super) async fn slow_read(call: Call) -> Result<ToolResult, RpcError> {
     let args = started(&call)?;
     let addr = arg_str(&args, "addr", "").to_owned();
@@ -168,4 +185,19 @@ pub(super) async fn log(call: Call) -> Result<ToolResult, RpcError> {
     println!("println: {text}");
     eprintln!("eprintln: {text}");
     Ok(ToolResult::text("logged"))
+}
+
+pub(super) async fn fail(call: Call) -> Result<ToolResult, RpcError> {
+    let args = started(&call)?;
+    Err(RpcError::internal(arg_str(&args, "message", "failed on purpose")))
+}
+
+pub(super) async fn bad_args(call: Call) -> Result<ToolResult, RpcError> {
+    let args = started(&call)?;
+    Err(RpcError::invalid_params(arg_str(&args, "message", "arguments refused on purpose")))
+}
+
+pub(super) async fn undeclared(call: Call) -> Result<ToolResult, RpcError> {
+    started(&call)?;
+    Ok(ToolResult::text("summary").with_structured(json!({"undeclared": true})))
 }

@@ -5,7 +5,10 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
@@ -99,6 +102,9 @@ impl Fixture {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lib_server"))
             .args(args)
             .env("RUST_BACKTRACE", "0")
+            // Its own process group, so a test can signal the group without
+            // signalling itself.
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -195,6 +201,15 @@ impl Fixture {
     pub fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(bytes).and_then(|()| stdin.flush()).expect("write stdin");
+    }
+
+    /// Writes `bytes` to stdin from a thread of its own (through a duplicate
+    /// of the pipe's fd), for writes the fixture may not read for a while.
+    /// The thread ends when everything is written or the pipe breaks; until
+    /// then it holds stdin open (no EOF for the fixture).
+    pub fn send_in_background(&mut self, bytes: Vec<u8>) -> JoinHandle<std::io::Result<()>> {
+        let fd = self.stdin.as_ref().expect("stdin open").as_fd().try_clone_to_owned().expect("dup stdin");
+        thread::spawn(move || File::from(fd).write_all(&bytes))
     }
 
     /// Sends `tools/call` for `tool` with `arguments`.

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 use serde_json::value::{RawValue, to_raw_value};
+use serde_json::{Value, json};
 
 use super::tool::ToolResult;
 use crate::Preview;
@@ -20,17 +21,21 @@ use crate::Preview;
 /// # Contract
 ///
 /// * The byte budget is measured on the **serialized JSON of the whole tool
-///   result** (text summary and `structuredContent` included), so escaping,
-///   quotes, backslashes and multibyte characters all count:
+///   result** (`structuredContent`, the text block carrying the same JSON
+///   escaped as a string, and the summary block), so escaping, quotes,
+///   backslashes and multibyte characters all count:
 ///   `serde_json::to_vec(&page.into_result()).len() <= max_bytes`, always.
 /// * Items are pulled one at a time and the iterator is not pulled again once
 ///   the page is full: at most one item beyond the page is pulled (to know
 ///   whether there are more). Nothing is collected and trimmed afterwards.
-/// * The result's text says what was returned, what was left out and how to
-///   continue; `structuredContent` holds `items`, `nextCursor` (only when more
-///   may follow), `truncated`, `totalEstimate` only when the total is known
-///   (from an exact `size_hint` or [`Page::with_total`]; never invented), and
-///   `skipped` when an item alone was larger than the whole budget.
+/// * `structuredContent` holds `items`, `nextCursor` (only when more may
+///   follow), `truncated`, `totalEstimate` only when the total is known (from
+///   an exact `size_hint` or [`Page::with_total`]; never invented), and
+///   `skipped` when an item alone was larger than the whole budget; it is
+///   described by [`Budget::output_schema`]. The first text block carries
+///   the same JSON (see [`ToolResult`]'s structured results); a second one
+///   says, for the model, what was returned, what was left out and how to
+///   continue.
 /// * An item too large for any page is skipped and reported (at most one per
 ///   page), so resuming always makes progress: walking from the start with
 ///   each `nextCursor` visits every item exactly once, returned or reported.
@@ -174,7 +179,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub struct Skipped {
     /// Its position in the listing (0-based).
     pub index: u64,
-    /// Its serialized size in bytes.
+    /// Its serialized size in bytes (it costs about twice that in a result:
+    /// once in `structuredContent`, once escaped in the text block).
     pub bytes: u64,
 }
 
@@ -192,7 +198,11 @@ pub struct Page {
     next: Option<u64>,
     total: Option<u64>,
     skipped: Option<Skipped>,
+    /// Bytes of the items' JSON, commas included.
     items_bytes: usize,
+    /// What the items cost in the result: their JSON, and again escaped in
+    /// the text block.
+    items_cost: usize,
 }
 
 impl Budget {
@@ -232,6 +242,7 @@ impl Budget {
             total,
             skipped: None,
             items_bytes: 0,
+            items_cost: 0,
         };
         for item in iter {
             if page.items.len() == self.max_items {
@@ -240,11 +251,15 @@ impl Budget {
             }
             let raw = to_raw_value(&item).map_err(BudgetError::Serialize)?;
             let len = raw.get().len();
-            let needed = len + usize::from(!page.items.is_empty());
-            if page.items_bytes + needed <= room {
-                page.items_bytes += needed;
+            // The item, and again escaped in the text block; a comma before
+            // it in both unless it is the first.
+            let cost = len + escaped_len(raw.get());
+            let needed = cost + 2 * usize::from(!page.items.is_empty());
+            if page.items_cost + needed <= room {
+                page.items_cost += needed;
+                page.items_bytes += len + usize::from(!page.items.is_empty());
                 page.items.push(raw);
-            } else if len > room && page.skipped.is_none() {
+            } else if cost > room && page.skipped.is_none() {
                 page.skipped = Some(Skipped { index: page.end, bytes: len as u64 });
             } else {
                 page.next = Some(page.end);
@@ -253,6 +268,35 @@ impl Budget {
             page.end += 1;
         }
         Ok(page)
+    }
+
+    /// The JSON Schema of the `structuredContent` of a page whose items
+    /// follow `item_schema`: declare it with
+    /// [`Tool::with_output_schema`](super::Tool::with_output_schema).
+    ///
+    /// ```
+    /// use mcp_framer_stdio::server::Budget;
+    /// let schema = Budget::output_schema(serde_json::json!({"type": "string"}));
+    /// assert_eq!(schema["properties"]["items"]["items"]["type"], "string");
+    /// assert_eq!(schema["required"], serde_json::json!(["items", "truncated"]));
+    /// ```
+    pub fn output_schema(item_schema: Value) -> Value {
+        let count = json!({"type": "integer", "minimum": 0});
+        json!({
+            "type": "object",
+            "properties": {
+                "items": {"type": "array", "items": item_schema},
+                "nextCursor": {"type": "string"},
+                "truncated": {"type": "boolean"},
+                "totalEstimate": count,
+                "skipped": {
+                    "type": "object",
+                    "properties": {"index": count, "bytes": count},
+                    "required": ["index", "bytes"],
+                },
+            },
+            "required": ["items", "truncated"],
+        })
     }
 
     /// As [`page`](Budget::page), for a source that cannot seek: `items`
@@ -300,8 +344,9 @@ impl Page {
         self
     }
 
-    /// The tool result: a text summary for the model and `structuredContent`
-    /// with `items`, `nextCursor`, `truncated`, `totalEstimate` and `skipped`.
+    /// The tool result: `structuredContent` with `items`, `nextCursor`,
+    /// `truncated`, `totalEstimate` and `skipped`, a text block carrying the
+    /// same JSON, and a text summary for the model.
     pub fn into_result(self) -> ToolResult {
         let cursor = self.next_cursor();
         let summary = Summary {
@@ -369,7 +414,7 @@ impl fmt::Display for Summary<'_> {
         }
         f.write_str(".")?;
         if let Some((position, bytes)) = self.skipped {
-            write!(f, " Left out #{position}: alone it is {bytes} bytes, over the whole budget.")?;
+            write!(f, " Left out #{position}: alone it is {bytes} bytes of JSON, too large for the budget.")?;
         }
         let Some(cursor) = self.cursor else { return f.write_str(" That is all.") };
         match self.remaining {
@@ -378,6 +423,20 @@ impl fmt::Display for Summary<'_> {
         }
         write!(f, "; continue with cursor \"{cursor}\", or narrow the query.")
     }
+}
+
+/// The length of `json` once escaped as the contents of a JSON string, as
+/// serde_json escapes it: `"` and `\` take 2 bytes, the control characters
+/// 2 (`\n`, `\r`, `\t`, `\b`, `\f`) or 6 (`\u00XX`). Per byte, so the
+/// escaped length of a concatenation is the sum of the parts'.
+fn escaped_len(json: &str) -> usize {
+    json.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The most bytes a result with no items can take for this `what`: every
@@ -414,7 +473,9 @@ impl Preview {
     /// ([`is_binary`](Preview::is_binary)) is never inlined (no base64 of
     /// arbitrary downloads in `content`), only described by its size and
     /// first bytes. `structuredContent` has `shownBytes`, `totalBytes` (when
-    /// [complete](Preview::is_complete)), `truncated` and `binary`.
+    /// [complete](Preview::is_complete)), `truncated` and `binary`
+    /// ([`Preview::output_schema`]); the first text block carries that JSON,
+    /// the second the preview.
     ///
     /// ```
     /// use mcp_framer_stdio::{Keep, Preview};
@@ -422,7 +483,7 @@ impl Preview {
     /// let png = Preview::of_prefix(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", None, 4096);
     /// assert!(png.is_binary());
     /// let result = serde_json::to_value(png.into_result()).unwrap();
-    /// let text = result["content"][0]["text"].as_str().unwrap();
+    /// let text = result["content"][1]["text"].as_str().unwrap();
     /// assert!(text.starts_with("[binary data: at least 16 bytes, starting 89 50 4e 47"));
     ///
     /// let body = "é".repeat(100); // 200 bytes
@@ -459,6 +520,23 @@ impl Preview {
         };
         let raw = to_raw_value(&meta).expect("plain data always serializes");
         ToolResult::text(text).with_structured_raw(raw)
+    }
+
+    /// The JSON Schema of the `structuredContent` of
+    /// [`into_result`](Preview::into_result): declare it with
+    /// [`Tool::with_output_schema`](crate::server::Tool::with_output_schema).
+    pub fn output_schema() -> Value {
+        let count = json!({"type": "integer", "minimum": 0});
+        json!({
+            "type": "object",
+            "properties": {
+                "shownBytes": count,
+                "totalBytes": count,
+                "truncated": {"type": "boolean"},
+                "binary": {"type": "boolean"},
+            },
+            "required": ["shownBytes", "truncated", "binary"],
+        })
     }
 }
 
@@ -497,6 +575,8 @@ mod tests {
             assert!(bytes.len() <= budget.max_bytes, "{} > {}", bytes.len(), budget.max_bytes);
             let parsed: Value = serde_json::from_slice(&bytes).unwrap();
             let structured = &parsed["structuredContent"];
+            let carried: Value = serde_json::from_str(parsed["content"][0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(&carried, structured, "the first text block carries the structured JSON");
             assert_eq!(structured["truncated"], json!(truncated));
             assert_eq!(structured.get("nextCursor").and_then(Value::as_str), cursor.as_deref());
             pages += 1;
@@ -510,7 +590,8 @@ mod tests {
     #[test]
     fn walking_the_cursors_visits_every_item_once_within_budget() {
         let items = hostile_items(400);
-        for (max_items, max_bytes) in [(1, 1500), (7, 2000), (50, 4096), (1000, 16 * 1024), (1000, 1 << 20)] {
+        // Each item costs its JSON twice (structuredContent and the text block).
+        for (max_items, max_bytes) in [(1, 3000), (7, 4000), (50, 8192), (1000, 16 * 1024), (1000, 1 << 20)] {
             let budget = Budget::new(max_items, max_bytes);
             let (seen, skipped, pages) = walk(&items, budget, "q");
             assert!(skipped.is_empty(), "every item fits in {max_bytes} bytes");
@@ -535,15 +616,20 @@ mod tests {
 
     #[test]
     fn the_budget_is_measured_on_escaped_json() {
-        // 100 quotes are 100 bytes of text but 200 bytes of JSON.
+        // 100 quotes are 100 bytes of text but 202 bytes of JSON, and 404
+        // more once that JSON is escaped again in the text block.
         let item = "\"".repeat(100);
+        assert_eq!(escaped_len(&serde_json::to_string(&item).unwrap()), 404);
         let at = Resume::start("q");
         let reserve = reserve_bytes("items");
-        let budget = Budget::new(100, reserve + 3 * 202 + 2);
+        let exact = reserve + 3 * (202 + 404) + 2 * 2; // two commas in each copy
+        let budget = Budget::new(100, exact);
         let page = budget.page(std::iter::repeat_n(&item, 10), &at, "items").unwrap();
         assert_eq!(page.items().len(), 3);
         assert_eq!(page.next_cursor(), Some(at.cursor_at(3)));
         assert!(serde_json::to_vec(&page.into_result()).unwrap().len() <= budget.max_bytes);
+        let short = Budget::new(100, exact - 1).page(std::iter::repeat_n(&item, 10), &at, "items").unwrap();
+        assert_eq!(short.items().len(), 2, "one byte less: the third no longer fits");
     }
 
     #[test]
@@ -559,7 +645,7 @@ mod tests {
         assert_eq!(page.total(), None, "an endless source has no total");
         let text = serde_json::to_value(page.into_result()).unwrap();
         assert_eq!(text["structuredContent"].get("totalEstimate"), None, "no invented total");
-        let summary = text["content"][0]["text"].as_str().unwrap();
+        let summary = text["content"][1]["text"].as_str().unwrap();
         assert!(summary.starts_with("Returned 5 numbers ("), "{summary}");
         assert!(summary.contains("More may remain (the total is not known); continue with cursor \"c1"), "{summary}");
     }
@@ -570,8 +656,9 @@ mod tests {
         assert!(!page.is_truncated() && page.next_cursor().is_none());
         let value = serde_json::to_value(page.into_result()).unwrap();
         assert_eq!(value["structuredContent"], json!({"items": [1, 2, 3], "truncated": false, "totalEstimate": 3}));
+        assert_eq!(value["content"][0]["text"], r#"{"items":[1,2,3],"truncated":false,"totalEstimate":3}"#);
         assert_eq!(
-            value["content"][0]["text"],
+            value["content"][1]["text"],
             "Returned 3 numbers (7 bytes of JSON), covering #1-#3 of 3. That is all."
         );
     }
@@ -602,7 +689,7 @@ mod tests {
         let text = Preview::of_prefix(b"hello world", Some(11), 100);
         assert!(text.is_whole() && text.marker().is_none());
         let result = serde_json::to_value(text.into_result()).unwrap();
-        assert_eq!(result["content"][0]["text"], "hello world");
+        assert_eq!(result["content"][1]["text"], "hello world");
         assert_eq!(
             result["structuredContent"],
             json!({"shownBytes": 11, "totalBytes": 11, "truncated": false, "binary": false})
@@ -611,7 +698,7 @@ mod tests {
         let cut = Preview::of_prefix("aé€𝄞".as_bytes(), None, 5);
         let result = serde_json::to_value(cut.into_result()).unwrap();
         assert_eq!(
-            result["content"][0]["text"], "aé\n[preview: first 3 of at least 10 bytes; at least 7 bytes not shown]",
+            result["content"][1]["text"], "aé\n[preview: first 3 of at least 10 bytes; at least 7 bytes not shown]",
             "cut before the 3-byte char"
         );
         assert_eq!(result["structuredContent"], json!({"shownBytes": 3, "truncated": true, "binary": false}));
@@ -619,7 +706,7 @@ mod tests {
         let binary = Preview::of_prefix(&[0xff, 0xfe, 0, 1], Some(1 << 30), 100);
         assert!(binary.is_binary());
         let result = serde_json::to_value(binary.into_result()).unwrap();
-        let shown = result["content"][0]["text"].as_str().unwrap();
+        let shown = result["content"][1]["text"].as_str().unwrap();
         assert!(shown.starts_with("[binary data: 1073741824 bytes, starting ff fe 00 01; not shown"), "{shown}");
         assert_eq!(
             result["structuredContent"],

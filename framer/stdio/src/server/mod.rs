@@ -2,11 +2,15 @@
 //! cancellation that reaches every producer, bounded subprocess capture, and
 //! result budgets with cursors.
 //!
-//! A server built on this module keeps reading stdin while its handlers run
-//! and while stdout is blocked, so a `notifications/cancelled` is always
-//! seen; it writes stdout from a single task, whole frames only; and it stops
-//! the work a cancelled request started — tasks, remote operations, and the
-//! child process groups with their pipes.
+//! A server built on this module answers every request exactly once (unless
+//! the client cancels it); keeps reading stdin while its handlers run and
+//! while stdout is blocked, up to a bounded backlog of replies, so a
+//! `notifications/cancelled` is seen; admits at most `max_concurrent +
+//! max_queued` tool calls at once; writes stdout from a single task, whole
+//! frames only, never over the response limit; and stops the work a
+//! cancelled request started — tasks, remote operations, and the child
+//! process groups with their pipes — at a cancellation, at shutdown, and at
+//! `SIGTERM` / `SIGINT`. [`Server::serve`] states the contract.
 //!
 //! # Pieces
 //!
@@ -38,6 +42,8 @@
 //!
 //! /// Runs `grep` below the current directory. If the host cancels the call,
 //! /// the `grep` process group is killed and no response is sent.
+//! /// A failure to run `grep` is a tool failure: the model gets a result with
+//! /// `isError: true` saying so. A missing pattern is a protocol error.
 //! async fn search(call: Call) -> Result<ToolResult, RpcError> {
 //!     let args: Value = call.args()?;
 //!     let pattern = args["pattern"].as_str().ok_or_else(|| RpcError::invalid_params("pattern is required"))?;
@@ -95,6 +101,10 @@ use tool::Handler;
 /// answers with the client's version if it is one of these, else the newest.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// The default [`ServerConfig::control_queue_bytes`]: 1 MiB, some 28,000
+/// `ping` replies.
+pub const DEFAULT_CONTROL_QUEUE_BYTES: usize = 1 << 20;
+
 /// Limits of a serve loop. Build one from the default with the `with_*`
 /// setters (the fields may grow, so the struct is `#[non_exhaustive]`).
 ///
@@ -121,13 +131,22 @@ pub struct ServerConfig {
     /// result is replaced by a -32603 error saying so. Default:
     /// [`DEFAULT_MAX_FRAME`].
     pub max_response: usize,
-    /// Bytes of frames queued for stdout before handlers wait (and replies
-    /// from the stdin loop are dropped), at least 1 and at most `u32::MAX`
+    /// Bytes of tool-call frames (results, notifications) queued for stdout
+    /// before handlers wait for room, at least 1 and at most `u32::MAX`
     /// (values outside are clamped); a frame larger than this is queued
     /// alone. Default: [`DEFAULT_MAX_FRAME`].
     pub writer_queue_bytes: usize,
+    /// Bytes reserved for the stdin loop's own replies (`initialize`,
+    /// `ping`, `tools/list`, every error reply) queued for stdout, apart from
+    /// [`writer_queue_bytes`](ServerConfig::writer_queue_bytes), so that they
+    /// never wait behind a large result. This is the bounded backlog of
+    /// answered-but-unwritten requests: when it is full (the host is not
+    /// draining stdout) the loop stops reading stdin until the writer frees
+    /// room. Clamped like `writer_queue_bytes`. Default: 1 MiB.
+    pub control_queue_bytes: usize,
     /// At stdin EOF: how long in-flight requests may still run, and then how
-    /// long the writer may take to flush. Default: 5 s.
+    /// long the writer may take to flush (at a signal: only the flush).
+    /// Default: 5 s.
     pub shutdown_grace: Duration,
 }
 
@@ -139,6 +158,7 @@ impl Default for ServerConfig {
             max_queued: 256,
             max_response: DEFAULT_MAX_FRAME,
             writer_queue_bytes: DEFAULT_MAX_FRAME,
+            control_queue_bytes: DEFAULT_CONTROL_QUEUE_BYTES,
             shutdown_grace: Duration::from_secs(5),
         }
     }
@@ -172,6 +192,12 @@ impl ServerConfig {
     /// Sets [`writer_queue_bytes`](ServerConfig::writer_queue_bytes).
     pub fn with_writer_queue_bytes(mut self, writer_queue_bytes: usize) -> ServerConfig {
         self.writer_queue_bytes = writer_queue_bytes;
+        self
+    }
+
+    /// Sets [`control_queue_bytes`](ServerConfig::control_queue_bytes).
+    pub fn with_control_queue_bytes(mut self, control_queue_bytes: usize) -> ServerConfig {
+        self.control_queue_bytes = control_queue_bytes;
         self
     }
 
@@ -220,6 +246,19 @@ impl Server {
 
     /// Adds a tool. `handler` is called once per `tools/call` with the
     /// request's [`Call`]; a tool with the same name replaces the earlier one.
+    ///
+    /// What the handler returns becomes the response:
+    ///
+    /// * `Ok(result)`: the result. Its `structuredContent` is sent only if
+    ///   the tool declares an [`outputSchema`](Tool::with_output_schema).
+    /// * `Err` with code [`INVALID_PARAMS`](mcp_framer_jsonrpc::INVALID_PARAMS)
+    ///   (bad arguments, as [`Call::args`] reports them; a bad cursor): a
+    ///   JSON-RPC error, a protocol problem.
+    /// * `Err` with any other code, or a panic: a **tool failure**, sent as
+    ///   a result with `isError: true` and a text block saying what went wrong
+    ///   (the error's message; for a panic only that it panicked, the details
+    ///   going to the log), so the model sees it.
+    /// * A result over [`ServerConfig::max_response`]: a tool failure saying so.
     pub fn tool<F, Fut>(mut self, tool: Tool, handler: F) -> Server
     where
         F: Fn(Call) -> Fut + Send + Sync + 'static,
@@ -249,26 +288,67 @@ impl Server {
     ///
     /// * stdin is read in read-into mode straight into the [`Framer`](mcp_framer::Framer)'s buffer,
     ///   under [`ServerConfig::framer`] (the same
-    ///   transport limit and policies as the host). The loop never waits for
-    ///   anything but stdin, so cancellations are read even while handlers run
-    ///   and stdout is blocked.
+    ///   transport limit and policies as the host).
+    /// * **Every request gets exactly one response**, unless the client
+    ///   cancelled it (`notifications/cancelled`, see [`State`]) or stdout
+    ///   failed. No reply is ever dropped while the host reads stdout.
+    ///   Requests the server gives up on at shutdown are answered too (-32603,
+    ///   "request abandoned"), and their ids are logged.
+    /// * **Replies never starve.** `initialize`, `ping` and `tools/list` are
+    ///   answered by the loop itself, as is every error reply; these replies
+    ///   are queued in a budget of their own
+    ///   ([`ServerConfig::control_queue_bytes`]) that tool results never
+    ///   use, so they never wait behind a large result.
+    /// * **Backpressure.** While the host does not drain stdout, the loop
+    ///   keeps reading stdin (so cancellations still reach running calls)
+    ///   until that reply budget is full: a bounded backlog of answered,
+    ///   unwritten requests. Then it **stops reading stdin** until the host
+    ///   drains again (each pause counted in [`ServeReport::stdin_pauses`]
+    ///   and logged at debug level; a pause of a second or more logged as a
+    ///   warning when it ends): a host that does not drain has broken
+    ///   liveness, and rejecting instead would need room that does not exist.
+    ///   A signal or a stdout failure still ends the loop while it waits.
+    ///   Memory stays bounded: queued replies by the two budgets, results
+    ///   waiting for room by the admission bound.
+    /// * **Admission.** `tools/call` runs in a task of its own, at most
+    ///   [`max_concurrent`](ServerConfig::max_concurrent) at once. A call is
+    ///   admitted when the loop accepts it and stays admitted until its
+    ///   response is queued for stdout; at most `max_concurrent +
+    ///   max_queued` are admitted at any moment, however many arrive in one
+    ///   read. A call beyond that is answered -32000 (overloaded) at once.
     /// * A frame that is not a JSON-RPC message is answered with the error the
     ///   JSON-RPC spec calls for (-32700 parse error, -32600 invalid request)
-    ///   with the request id when one can be recovered, `null` otherwise; a frame
-    ///   over the transport limit is discarded by the framer and answered -32600
-    ///   with a `null` id. Each is counted and logged; the loop continues.
-    /// * `initialize`, `ping` and `tools/list` are answered by the loop itself;
-    ///   `tools/call` goes to a task of its own, within the concurrency bound; other methods get
-    ///   -32601. Responses from the host are ignored (this server sends no
-    ///   requests). `notifications/cancelled` goes to the request
-    ///   [table](State); a malformed one (no usable `requestId`) is
-    ///   ignored, and `initialize` cannot be cancelled.
+    ///   with the request id when one can be recovered, `null` otherwise; a
+    ///   frame over the transport limit is discarded by the framer and
+    ///   answered -32600 with a `null` id, one cut off by stdin EOF included.
+    ///   A line of nothing but JSON whitespace (space, tab, `\r`) is, like an
+    ///   empty line, not a message: skipped, counted
+    ///   ([`ServeReport::blank_lines`]), not answered. Each case is counted
+    ///   and logged; the loop continues.
+    /// * Error replies respect the response limit: names the client sent
+    ///   (method, tool, id) are echoed as an excerpt of at most 64 bytes, cut
+    ///   at a character boundary, with their length; an error frame that
+    ///   would still be over [`ServerConfig::max_response`] is replaced by a
+    ///   short one (with a `null` id if the id alone is too large).
+    /// * A request whose id is already in flight (its response not yet
+    ///   written) is not processed; it is answered -32600 with a **`null`
+    ///   id**, so that a client matching responses by id cannot take it for
+    ///   the original's response, which still comes, once, with the id.
+    /// * A second `initialize` in a session is answered -32600. Responses
+    ///   from the host are ignored (this server sends no requests). Other
+    ///   methods get -32601. `notifications/cancelled` goes to the request
+    ///   [table](State); a malformed one (no usable `requestId`) is ignored,
+    ///   and `initialize` cannot be cancelled.
     /// * At stdin EOF (or a read error, or a sticky framer error under
     ///   `OversizePolicy::Fail`) the loop stops reading, lets in-flight requests
     ///   finish for at most [`ServerConfig::shutdown_grace`],
-    ///   cancels the rest (their process groups are killed), flushes the writer
-    ///   (again within the grace period) and returns its [`ServeReport`]. A host
-    ///   that has stopped draining stdout by then cannot hold the server: the
+    ///   cancels the rest (their process groups are killed; they are answered,
+    ///   logged and counted in [`ServeReport::cancelled_at_shutdown`]),
+    ///   flushes the writer (again within the grace period) and returns its
+    ///   [`ServeReport`]. A shutdown signal ([`Server::serve_stdio`] listens
+    ///   for `SIGTERM` and `SIGINT`) does the same without waiting for the
+    ///   running calls. A host that has stopped draining stdout by then
+    ///   cannot hold the server: the
     ///   flush is abandoned at the deadline, the frame being written stays
     ///   unfinished (bytes cannot be retracted; the host's framer reports it as
     ///   truncated) and [`ServeReport::unflushed_frames`] counts what was not
@@ -308,7 +388,7 @@ impl Server {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        serve::serve(&self, input, output).await
+        serve::serve(&self, input, output, std::future::pending()).await
     }
 
     /// Serves the process's stdin and stdout. First it takes them for the
@@ -317,19 +397,54 @@ impl Server {
     /// process (a stray `println!`, a child inheriting stdio) can touch the
     /// protocol stream.
     ///
+    /// It also handles `SIGTERM` and `SIGINT` (from then on, for the life
+    /// of the process: tokio's handlers stay installed) the way
+    /// [`Server::serve`] describes for a shutdown signal: stop reading,
+    /// cancel every call still queued or running (killing their process
+    /// groups) and answer it, flush within the grace period, return. The
+    /// report's [`signal`](ServeReport::signal) says which one; exiting with
+    /// `128 + signal` is the shell's convention.
+    ///
     /// Reads and writes run on tokio's blocking pool. When this returns
     /// after a write that never completed (a host that stopped draining),
     /// that write still holds a thread: end the process with
     /// `std::process::exit` rather than waiting for the runtime to drop.
+    ///
+    /// # If the server is killed with `SIGKILL`
+    ///
+    /// Nothing runs, so tool processes, which lead process groups of their
+    /// own, outlive it until they exit by themselves (their stdout pipes to
+    /// the server are closed, so a child that writes gets `EPIPE`). There is
+    /// no parent-death backstop: `PR_SET_PDEATHSIG` would have to be set in
+    /// the child between `fork` and `exec` (`pre_exec`, which needs `unsafe`,
+    /// and this crate forbids it), and it fires when the *thread* that forked
+    /// the child exits, not the process, so on tokio's runtime (whose
+    /// blocking-pool threads retire after 10 s idle) it would kill healthy
+    /// children. A supervisor that must `SIGKILL` a server should run it in
+    /// a cgroup or PID namespace (systemd's `KillMode=control-group`, a
+    /// container) to take the tool processes down with it.
     pub async fn serve_stdio(self) -> io::Result<ServeReport> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (term, int) = (SignalKind::terminate(), SignalKind::interrupt());
+        let (mut on_term, mut on_int) = (signal(term)?, signal(int)?);
         let (input, output) = serve::take_stdio()?;
         let input = tokio::fs::File::from_std(input);
         let output = tokio::fs::File::from_std(output);
-        Ok(self.serve(input, output).await)
+        let shutdown = async move {
+            tokio::select! {
+                _ = on_term.recv() => term.as_raw_value(),
+                _ = on_int.recv() => int.as_raw_value(),
+            }
+        };
+        Ok(serve::serve(&self, input, output, shutdown).await)
     }
 
-    fn handler(&self, name: &str) -> Option<(Arc<str>, Handler)> {
-        self.by_name.get(name).map(|&i| (Arc::clone(&self.tools[i].1), Arc::clone(&self.tools[i].2)))
+    /// The tool's name, handler, and whether it declares an output schema.
+    fn handler(&self, name: &str) -> Option<(Arc<str>, Handler, bool)> {
+        self.by_name.get(name).map(|&i| {
+            let (tool, name, handler) = &self.tools[i];
+            (Arc::clone(name), Arc::clone(handler), tool.output_schema.is_some())
+        })
     }
 
     fn tools_list(&self) -> Box<RawValue> {

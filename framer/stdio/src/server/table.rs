@@ -78,6 +78,12 @@ impl Table {
         true
     }
 
+    /// Whether `id` is in flight (in any state: its response not yet
+    /// written).
+    pub(crate) fn contains(&self, id: &OwnedId) -> bool {
+        self.lock().contains_key(id)
+    }
+
     /// Queued -> Running; `false` if it was cancelled meanwhile.
     pub(crate) fn start(&self, id: &OwnedId) -> bool {
         self.advance(id, State::Queued, State::Running)
@@ -137,10 +143,11 @@ impl Table {
         })
     }
 
-    /// Cancels every queued or running request (shutdown); returns how many.
-    pub(crate) fn cancel_all(&self) -> usize {
+    /// Cancels every queued or running request (shutdown); returns their
+    /// ids. A request already writing is left to finish.
+    pub(crate) fn cancel_all(&self) -> Vec<OwnedId> {
         let ids: Vec<OwnedId> = self.lock().keys().cloned().collect();
-        ids.iter().filter(|id| matches!(self.cancel(id), CancelOutcome::Queued | CancelOutcome::Running)).count()
+        ids.into_iter().filter(|id| matches!(self.cancel(id), CancelOutcome::Queued | CancelOutcome::Running)).collect()
     }
 }
 
@@ -186,6 +193,8 @@ mod tests {
         assert!(table.insert(OwnedId::from("7".to_owned()), Scope::new()));
         assert_eq!(table.cancel(&OwnedId::from("7".to_owned())), CancelOutcome::Queued);
         assert_eq!(table.state(&OwnedId::Number(7)), Some(State::Queued));
-        assert_eq!(table.cancel_all(), 1);
+        assert!(table.contains(&OwnedId::Number(7)) && !table.contains(&OwnedId::from("7".to_owned())));
+        assert_eq!(table.cancel_all(), [OwnedId::Number(7)]);
+        assert!(!table.contains(&OwnedId::Number(7)), "cancelled ones leave the table");
     }
 }

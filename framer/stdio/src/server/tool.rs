@@ -22,6 +22,37 @@ use mcp_framer_jsonrpc::OwnedId;
 ///
 /// Serializes as `{"content":[…],"structuredContent":…,"isError":true}`,
 /// the last two only when set.
+///
+/// # Structured results
+///
+/// A result with `structuredContent` follows the MCP specification's advice
+/// (2025-06-18): its **first** content block is a text block carrying the
+/// same JSON, serialized, for clients that read only text; a human summary,
+/// if any, goes in a block after it. [`ToolResult::structured`] and
+/// [`ToolResult::with_structured`] build it that way. The tool must declare
+/// an [`outputSchema`](Tool::with_output_schema) in `tools/list`; the server
+/// sends `structuredContent` only for a tool that does.
+///
+/// ```
+/// use mcp_framer_stdio::server::ToolResult;
+/// use serde_json::json;
+///
+/// let result = ToolResult::text("2 files match").with_structured(json!({"files": ["a.rs", "b.rs"]}));
+/// let value = serde_json::to_value(&result)?;
+/// assert_eq!(value["content"][0]["text"], r#"{"files":["a.rs","b.rs"]}"#);
+/// assert_eq!(value["content"][1]["text"], "2 files match");
+/// assert_eq!(value["structuredContent"], json!({"files": ["a.rs", "b.rs"]}));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+///
+/// # Tool failures
+///
+/// A tool that fails reports it as a result with `isError: true` and a text
+/// block saying what went wrong ([`ToolResult::error`]), so the model sees
+/// it; JSON-RPC errors are for protocol problems. The server turns a
+/// handler's panic, and a handler's `Err` with any code but
+/// [`INVALID_PARAMS`](mcp_framer_jsonrpc::INVALID_PARAMS), into such a
+/// result (see [`Server::tool`](super::Server::tool)).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ToolResult {
     /// Content blocks (`{"type":"text","text":…}` and the other MCP kinds).
@@ -46,14 +77,24 @@ impl ToolResult {
         ToolResult { is_error: true, ..ToolResult::text(text) }
     }
 
-    /// Sets `structuredContent`.
+    /// A structured result: `structuredContent` is `value`, and the one text
+    /// block carries it serialized.
+    pub fn structured(value: &impl Serialize) -> Result<ToolResult, serde_json::Error> {
+        Ok(ToolResult::default().with_structured_raw(to_raw_value(value)?))
+    }
+
+    /// Sets `structuredContent`, and puts its serialized JSON in a text block
+    /// before the blocks already there (which then serve as the human
+    /// summary).
     pub fn with_structured(self, value: Value) -> ToolResult {
         let raw = to_raw_value(&value).expect("a Value always serializes");
         self.with_structured_raw(raw)
     }
 
-    /// Sets `structuredContent` from JSON already serialized.
+    /// As [`with_structured`](ToolResult::with_structured), from JSON
+    /// already serialized.
     pub fn with_structured_raw(mut self, raw: Box<RawValue>) -> ToolResult {
+        self.content.insert(0, text_block(raw.get().to_owned()));
         self.structured_content = Some(raw);
         self
     }
@@ -98,12 +139,28 @@ pub struct Tool {
     /// JSON Schema of its arguments.
     #[serde(rename = "inputSchema")]
     pub input_schema: Value,
+    /// JSON Schema of its `structuredContent`, if it returns one. A tool
+    /// without one never sends `structuredContent` (the server leaves it out
+    /// of the result, logs and counts it; the text block still carries the
+    /// JSON).
+    #[serde(rename = "outputSchema", skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 impl Tool {
     /// A tool taking an object of arguments described by `input_schema`.
     pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Tool {
-        Tool { name: name.into(), description: description.into(), input_schema }
+        Tool { name: name.into(), description: description.into(), input_schema, output_schema: None }
+    }
+
+    /// Declares the JSON Schema of the tool's `structuredContent` (an object
+    /// schema, per MCP): required for a tool that returns one.
+    /// [`Budget::output_schema`](super::Budget::output_schema) and
+    /// [`Preview::output_schema`](crate::Preview::output_schema) describe
+    /// the results this crate builds.
+    pub fn with_output_schema(mut self, output_schema: Value) -> Tool {
+        self.output_schema = Some(output_schema);
+        self
     }
 }
 

@@ -10,14 +10,21 @@
 //!   whole frame or nothing.
 //! * Frames are written by [`mcp_framer_jsonrpc::Encoder`]: one line
 //!   whatever a raw value holds (its newline rule), never over the response
-//!   limit.
-//! * The queue is bounded in bytes (the crate's byte bound: a frame larger
-//!   than the bound is queued alone). Handlers wait for room; the stdin loop
-//!   never waits (it must keep reading cancellations), so its replies are
-//!   dropped and counted when the queue is full.
+//!   limit — error replies included ([`encode_error`]).
+//! * Frames are written in the order they were queued. The queue is bounded
+//!   in bytes by two budgets (the crate's byte bound; a frame larger than a
+//!   budget is admitted alone):
+//!   - **results**: what tool calls send (results, notifications). Their
+//!     tasks wait for room, first come first served.
+//!   - **control** (reserved): the replies of the stdin loop (`initialize`,
+//!     `ping`, `tools/list`, every error reply). No handler ever takes from
+//!     it, so a small reply never waits behind a large result. When it is
+//!     full the stdin loop waits for room (and so stops reading stdin); no
+//!     reply is ever dropped while stdout works.
 //! * When stdout fails (the host went away) the writer stops, wakes every
-//!   waiter, and frames queued later are dropped.
+//!   waiter, and frames queued later are dropped (and counted).
 
+use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -30,16 +37,55 @@ use super::report::Counters;
 use super::tool::RpcError;
 use crate::bound::{ByteBound, Held};
 use crate::counter::{add, bump};
+use crate::{Keep, Preview};
 use mcp_framer_jsonrpc::{Encoder, OwnedId};
 
-/// A frame for an error response (`id: null` when `id` is `None`). An error
-/// whose frame is over `max` (a handler's huge message or `data`) is replaced
-/// by a short internal error saying so, so the request still gets its answer.
+/// The most bytes of a client-supplied name (a method or tool name, an id)
+/// an error message echoes.
+pub(crate) const ECHO_BYTES: usize = 64;
+
+/// The most bytes of a message built from client input (a parser's
+/// complaint, which may quote it).
+pub(crate) const MESSAGE_BYTES: usize = 512;
+
+/// A name as error messages echo it: [`clip`] to [`ECHO_BYTES`].
+pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
+    clip(text, ECHO_BYTES)
+}
+
+/// `text` whole if it is at most `max` bytes, else its first bytes cut by
+/// [`Preview`]'s rule (never inside a character), then `…` and the full
+/// length: at most `max` + 26 bytes.
+pub(crate) fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    let preview = Preview::new(text.as_bytes(), Keep::Head(max));
+    if preview.is_whole() {
+        return Cow::Borrowed(text);
+    }
+    // The head of UTF-8 text, cut at a character boundary, is UTF-8.
+    let head = String::from_utf8_lossy(preview.head());
+    Cow::Owned(format!("{head}… ({} bytes)", preview.total_bytes()))
+}
+
+/// A frame for an error response (`id: null` when `id` is `None`), never
+/// over `max` bytes. An error whose frame is over `max` (a handler's huge
+/// message or `data`) is replaced by a short internal error saying so, so the
+/// request still gets its answer; if even that is over `max` (the id itself
+/// is huge), the short error goes with a `null` id and names an excerpt of
+/// the id in its message.
 pub(crate) fn encode_error(id: Option<&OwnedId>, error: &RpcError, max: usize) -> Vec<u8> {
-    Encoder::new(max).error_response(id, error).unwrap_or_else(|err| {
-        tracing::error!(id = ?id, code = error.code, %err, "error response too large; sending a short one");
+    let encoder = Encoder::new(max);
+    encoder.error_response(id, error).unwrap_or_else(|err| {
+        tracing::error!(id = ?id.map(|id| excerpt(&id.to_string()).into_owned()), code = error.code, %err,
+            "error response too large; sending a short one");
         let short = RpcError::internal(format!("error {} not sent: {err}", error.code));
-        Encoder::unlimited().error_response(id, &short).expect("an error object without data always serializes")
+        encoder.error_response(id, &short).unwrap_or_else(|_| {
+            let id = id.map(|id| id.to_string()).unwrap_or_default();
+            let short =
+                RpcError::internal(format!("error {} for request id {} not sent: {err}", error.code, excerpt(&id)));
+            // A null id and a message of bounded length: over `max` only for
+            // a limit below about 200 bytes, which no peer uses.
+            Encoder::unlimited().error_response(None, &short).expect("an error object without data always serializes")
+        })
     })
 }
 
@@ -72,7 +118,8 @@ impl Drop for Outgoing {
 #[derive(Clone)]
 pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Msg>,
-    room: ByteBound,
+    results: ByteBound,
+    control: ByteBound,
     max_frame: usize,
     pending: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -81,18 +128,24 @@ pub(crate) struct Outbox {
 /// The writer's end of an [`Outbox`].
 pub(crate) struct Inbox {
     rx: mpsc::UnboundedReceiver<Msg>,
-    room: ByteBound,
+    bounds: [ByteBound; 2],
 }
 
 impl Outbox {
-    /// An outbox whose queue holds at most `room_bytes` bytes of frames, each
-    /// at most `max_frame` bytes of JSON.
-    pub(crate) fn new(room_bytes: usize, max_frame: usize, counters: Arc<Counters>) -> (Outbox, Inbox) {
-        let room = ByteBound::new(room_bytes);
+    /// An outbox whose queue holds at most `results_bytes` bytes of frames
+    /// from tool calls plus `control_bytes` bytes of replies from the stdin
+    /// loop, each frame at most `max_frame` bytes of JSON.
+    pub(crate) fn new(
+        results_bytes: usize,
+        control_bytes: usize,
+        max_frame: usize,
+        counters: Arc<Counters>,
+    ) -> (Outbox, Inbox) {
+        let (results, control) = (ByteBound::new(results_bytes), ByteBound::new(control_bytes));
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicU64::new(0));
-        let outbox = Outbox { tx, room: room.clone(), max_frame, pending, counters };
-        (outbox, Inbox { rx, room })
+        let inbox = Inbox { rx, bounds: [results.clone(), control.clone()] };
+        (Outbox { tx, results, control, max_frame, pending, counters }, inbox)
     }
 
     pub(crate) fn max_frame(&self) -> usize {
@@ -104,31 +157,40 @@ impl Outbox {
         self.pending.load(Relaxed)
     }
 
-    /// Waits for room for a frame of `len` bytes; `None` once stdout is gone.
-    /// Cancel-safe.
+    /// Waits for room in the results budget for a frame of `len` bytes;
+    /// `None` once stdout is gone. Cancel-safe.
     pub(crate) async fn reserve(&self, len: usize) -> Option<Held> {
-        self.room.acquire(len).await
+        self.results.acquire(len).await
     }
 
-    /// Queues a frame in reserved room. `done` runs once the frame is written
-    /// (or dropped because stdout is gone).
+    /// Room in the control budget for a reply of `len` bytes, if there is
+    /// some now.
+    pub(crate) fn try_reserve_control(&self, len: usize) -> Option<Held> {
+        self.control.try_acquire(len)
+    }
+
+    /// Waits for room in the control budget; `None` once stdout is gone.
+    /// Cancel-safe.
+    pub(crate) async fn reserve_control(&self, len: usize) -> Option<Held> {
+        self.control.acquire(len).await
+    }
+
+    /// Queues a frame in reserved room (`None`: room accounted elsewhere, as
+    /// for the bounded set of shutdown replies). `done` runs once the frame
+    /// is written (or dropped because stdout is gone).
     pub(crate) fn push(&self, bytes: Vec<u8>, room: Option<Held>, done: Option<Box<dyn FnOnce() + Send>>) {
         self.pending.fetch_add(1, Relaxed);
         let frame = Outgoing { bytes, _room: room, done, pending: Arc::clone(&self.pending) };
-        // A send error means the writer is gone; the frame is dropped.
-        let _ = self.tx.send(Msg::Frame(frame));
+        if self.tx.send(Msg::Frame(frame)).is_err() {
+            // The writer is gone; the frame is dropped.
+            bump(&self.counters.replies_dropped);
+        }
     }
 
-    /// Queues a reply from the stdin loop without waiting: dropped and counted
-    /// when the queue is full.
-    pub(crate) fn try_send(&self, bytes: Vec<u8>) {
-        match self.room.try_acquire(bytes.len()) {
-            Some(room) => self.push(bytes, Some(room), None),
-            None => {
-                bump(&self.counters.replies_dropped);
-                tracing::warn!(bytes = bytes.len(), "stdout queue full (host not draining?): reply dropped");
-            }
-        }
+    /// Counts a reply that could not be queued because stdout is gone.
+    pub(crate) fn dropped(&self, bytes: usize) {
+        bump(&self.counters.replies_dropped);
+        tracing::warn!(bytes, "stdout is gone: reply dropped");
     }
 
     /// Serializes and queues a notification, waiting for room.
@@ -176,7 +238,42 @@ pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
         tracing::error!(%err, "stdout write failed; no more frames can be sent");
     }
     // Wake tasks waiting for room and refuse later frames.
-    inbox.room.close();
+    for bound in &inbox.bounds {
+        bound.close();
+    }
     inbox.rx.close();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_clipped_at_a_character_boundary_with_their_length() {
+        assert_eq!(excerpt("tools/call"), "tools/call");
+        let long = "é".repeat(100); // 200 bytes
+        let cut = excerpt(&long);
+        assert_eq!(cut, format!("{}… (200 bytes)", "é".repeat(32)));
+        let odd = format!("a{long}"); // the limit falls inside a character
+        assert_eq!(excerpt(&odd), format!("a{}… (201 bytes)", "é".repeat(31)));
+        assert!(clip(&"x".repeat(10_000), 512).len() <= 512 + 26);
+    }
+
+    #[test]
+    fn error_frames_never_exceed_the_limit() {
+        let max = 300;
+        let huge = RpcError::internal("m".repeat(1000));
+        let frame = encode_error(Some(&OwnedId::Number(7)), &huge, max);
+        assert!(frame.len() - 1 <= max, "{}", String::from_utf8_lossy(&frame));
+        assert!(frame.starts_with(br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603"#));
+        // An id too large to echo: the answer goes with a null id and names
+        // an excerpt of it.
+        let id = OwnedId::from("i".repeat(400));
+        let frame = encode_error(Some(&id), &RpcError::standard(-32601), max);
+        let text = String::from_utf8(frame).unwrap();
+        assert!(text.len() - 1 <= max, "{text}");
+        assert!(text.starts_with(r#"{"jsonrpc":"2.0","id":null,"#), "{text}");
+        assert!(text.contains("… (402 bytes)"), "{text}");
+    }
 }
