@@ -7,7 +7,9 @@
 //!
 //! - [`host`] (feature `host`): spawn a server and drain its stdout for as
 //!   long as it runs, whatever the application does with the messages.
-//! - [`server`] (feature `server`): a stdin loop that only reads, a bounded
+//! - [`server`] (feature `server`): a stdin loop that frames and dispatches
+//!   but never waits on a handler (it pauses only when the host has stopped
+//!   draining stdout past a bounded backlog), a bounded
 //!   dispatcher, content budgets, and cancellation that reaches every
 //!   producer, child processes included.
 //!
