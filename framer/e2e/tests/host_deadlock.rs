@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use host_support::{config, fixture_stats, payload, ping_within_a_second, spawn, text, tool, watchdog};
 use mcp_framer::{Config, OversizePolicy};
-use mcp_framer_jsonrpc::Id;
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_e2e::report;
+use mcp_framer_jsonrpc::Id;
 use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, SkippedFrame};
 use serde_json::json;
 

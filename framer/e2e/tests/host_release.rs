@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use host_support::{config, eventually, payload, ping_within_a_second, reports, spawn, text, tool, watchdog};
 use mcp_framer::{Config, FrameError, OversizePolicy};
-use mcp_framer_jsonrpc::Id;
 use mcp_framer_e2e::hostile::report as hostile;
+use mcp_framer_jsonrpc::Id;
 use mcp_framer_stdio::host::{CloseReason, Inbound, ReaderConfig, RequestError, Session, SessionConfig, SkippedFrame};
 use serde_json::json;
 

@@ -90,8 +90,11 @@ mod writer;
 
 pub use inbound::{Inbound, Received, SkippedFrame};
 pub use metrics::{Metrics, MetricsSnapshot};
-pub use overload::{DEFAULT_MAX_QUEUED_BYTES, OVERLOADED, OVERLOADED_MESSAGE, Overload, OverloadPolicy};
-pub use reader::{DEFAULT_EXCERPT, Reader, ReaderConfig, ReaderEnd, ReaderReport};
+pub use overload::{
+    DEFAULT_INBOUND_CAPACITY, DEFAULT_MAX_QUEUED_BYTES, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Overload,
+    OverloadPolicy,
+};
+pub use reader::{DEFAULT_EXCERPT, OVERSIZE_GLIMPSE, Reader, ReaderConfig, ReaderEnd, ReaderReport};
 pub use session::{
     CloseReason, Closed, PendingRequest, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownReport,
     ShutdownStage,
