@@ -492,7 +492,11 @@ fn tools_list() -> Value {
         ("ping", "Cheap reply", &[]),
         ("echo", "Echo `text`", &[("text", "string")]),
         ("big", "One response with `bytes` 'x' bytes", &[("bytes", "integer")]),
-        ("sized", "Response line of exactly `frame_bytes` bytes", &[("frame_bytes", "integer")]),
+        (
+            "sized",
+            "Response line of exactly `frame_bytes` bytes, its id at the start, end or middle (`id_at`)",
+            &[("frame_bytes", "integer"), ("id_at", "string")],
+        ),
         ("giant_field", "One giant string in structuredContent.blob", &[("bytes", "integer")]),
         ("many_blocks", "`count` small text blocks", &[("count", "integer"), ("block_bytes", "integer")]),
         ("malformed", "Malformed JSON line, then the response", &[]),
@@ -514,6 +518,13 @@ fn tools_list() -> Value {
             "`count` notifications, then the response",
             &[("count", "integer"), ("frame_bytes", "integer"), ("kind", "string")],
         ),
+        (
+            "flood",
+            "`count` notifications of `frame_bytes` bytes, many per write, then the response",
+            &[("count", "integer"), ("frame_bytes", "integer")],
+        ),
+        ("silent", "Never answers", &[]),
+        ("ask_client", "A roots/list request to the client and `notifications` notifications", &[("notifications", "integer")]),
         ("exit_mid_frame", "Half a frame, then exit(code)", &[("code", "integer")]),
         ("stats", "Write statistics", &[]),
     ];

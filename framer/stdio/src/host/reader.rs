@@ -116,7 +116,17 @@ pub struct ReaderReport {
 /// classifies each frame with the JSON-RPC [envelope](mcp_framer_jsonrpc) and
 /// routes it. It only ever waits for the pipe (and, only if a host opts in
 /// with [`Overload::max_wait`], for room in the inbound queue, at most that
-/// long in total per overload episode).
+/// long in total per overload episode). To let the application run before
+/// the queue fills, it yields to the runtime (no timer) past the queue's
+/// high-water mark and a few times before a message that does not fit gets
+/// the policy; see [`Overload`].
+///
+/// Each read takes at most [`Config::read_size`] bytes (and at most
+/// [`Config::max_frame`]), so a line grows by at most one read at a time:
+/// from the read that may push a line over the limit on, the reader keeps a
+/// bounded head and tail of it ([`OVERSIZE_GLIMPSE`] bytes each, cut from
+/// the bytes it reads) and, if the framer discards it as oversize, recovers
+/// the id of the response it was (see [`SkippedFrame::Oversize`]).
 ///
 /// * Responses go straight to the request waiting for them (inside a
 ///   [`Session`](super::Session)), never through the queue. A standalone
