@@ -524,7 +524,11 @@ fn tools_list() -> Value {
             &[("count", "integer"), ("frame_bytes", "integer")],
         ),
         ("silent", "Never answers", &[]),
-        ("ask_client", "A roots/list request to the client and `notifications` notifications", &[("notifications", "integer")]),
+        (
+            "ask_client",
+            "A roots/list request to the client and `notifications` notifications",
+            &[("notifications", "integer")],
+        ),
         ("exit_mid_frame", "Half a frame, then exit(code)", &[("code", "integer")]),
         ("stats", "Write statistics", &[]),
     ];
