@@ -112,6 +112,7 @@ pub(crate) fn skip_member_value(b: &[u8], i: usize) -> Result<(usize, bool), usi
 
 /// Which of [`KEYS`] a key's raw content (between its quotes) names,
 /// comparing after unescaping (when it has escapes).
+#[inline(always)]
 pub(crate) fn known_key(raw: &[u8], escaped: bool) -> Option<usize> {
     if escaped {
         let raw = core::str::from_utf8(raw).ok()?;
