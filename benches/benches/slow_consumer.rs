@@ -8,10 +8,13 @@
 //! * `coupled`: reads the next message only when the consumer is ready (the
 //!   framer in a blocking loop calling the consumer inline);
 //! * `host reader, defaults`: the host transport's reader task
-//!   (`mcp_framer_stdio::host::Reader`), which only reads, and a bounded queue (4096
-//!   messages, the host's default) to a consumer thread, with `OverloadPolicy::Drop`
-//!   and the default `Overload::max_wait` (zero: never wait, a message that
-//!   does not fit is dropped at once);
+//!   (`mcp_framer_stdio::host::Reader`), which only reads, and the host's
+//!   default queue (bounded by bytes, 64 MiB, not by a count of messages) to
+//!   a consumer thread, with `OverloadPolicy::Drop` and the default
+//!   `Overload::max_wait` (zero: never wait on a timer; a message that does
+//!   not fit gets the policy once a few yields made no room);
+//! * `host reader, queue 4096`: the same with the old default capacity of
+//!   4096 messages, which a slow consumer fills;
 //! * `host reader, max_wait 100 ms`: the same with the opt-in wait budget of
 //!   100 ms per overload episode (an episode ends when the queue has drained
 //!   halfway), which lets the consumer pace the reader for at most that long
@@ -49,8 +52,12 @@ const COSTS_US: [u64; 3] = [0, 20, 100];
 const REPEATS: usize = 3;
 
 /// The host transport's default inbound queue capacity (checked against
-/// `SessionConfig::default()` in `main`).
-const CAPACITY: usize = 4096;
+/// `SessionConfig::default()` in `main`): bounded by bytes, not by messages.
+const CAPACITY: usize = mcp_framer_stdio::host::DEFAULT_INBOUND_CAPACITY;
+
+/// The old default capacity, in messages, kept as a row and for the
+/// drop-when-full reference.
+const SMALL_QUEUE: usize = 4096;
 
 /// The host transport's default wait budget per overload episode (checked
 /// against `Overload::default()` in `main`).
@@ -59,28 +66,31 @@ const DEFAULT_WAIT: Duration = Duration::ZERO;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Strategy {
     Coupled,
-    /// The host reader with this wait budget per overload episode.
-    HostReader(Duration),
+    /// The host reader with this queue capacity and wait budget per overload
+    /// episode.
+    HostReader(usize, Duration),
     /// `try_send`, drop when full.
     DropWhenFull,
 }
 
 impl Strategy {
-    const ALL: [Strategy; 4] = [
+    const ALL: [Strategy; 5] = [
         Strategy::Coupled,
-        Strategy::HostReader(DEFAULT_WAIT),
-        Strategy::HostReader(Duration::from_millis(100)),
+        Strategy::HostReader(CAPACITY, DEFAULT_WAIT),
+        Strategy::HostReader(SMALL_QUEUE, DEFAULT_WAIT),
+        Strategy::HostReader(CAPACITY, Duration::from_millis(100)),
         Strategy::DropWhenFull,
     ];
 
     fn name(self) -> String {
         match self {
             Strategy::Coupled => "coupled".into(),
-            Strategy::HostReader(wait) if wait == DEFAULT_WAIT => {
-                format!("host reader, queue {CAPACITY}, defaults (max_wait {wait:?})")
+            Strategy::HostReader(CAPACITY, wait) if wait == DEFAULT_WAIT => {
+                format!("host reader, defaults (queue bounded by bytes, max_wait {wait:?})")
             }
-            Strategy::HostReader(wait) => format!("host reader, queue {CAPACITY}, max_wait {wait:?} (opt-in)"),
-            Strategy::DropWhenFull => format!("drop when full, queue {CAPACITY} (reference)"),
+            Strategy::HostReader(CAPACITY, wait) => format!("host reader, max_wait {wait:?} (opt-in)"),
+            Strategy::HostReader(capacity, wait) => format!("host reader, queue {capacity}, max_wait {wait:?}"),
+            Strategy::DropWhenFull => format!("drop when full, queue {SMALL_QUEUE} (reference)"),
         }
     }
 }
@@ -117,13 +127,13 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
             assert_eq!(run.count, writer.frames, "the coupled reader handles every message");
             row(&run, (run.count, 0, None, None), run.elapsed)
         }
-        Strategy::HostReader(max_wait) => {
+        Strategy::HostReader(capacity, max_wait) => {
             let mut consumer = None;
             let mut delivery = None;
             let read = |stdout: ChildStdout| {
                 runtime.block_on(async {
                     let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-                    let (reader, queue, metrics) = readers::spawn_host_reader(stdout, CAPACITY, max_wait);
+                    let (reader, queue, metrics) = readers::spawn_host_reader(stdout, capacity, max_wait);
                     consumer = Some(spawn_consumer(queue, cost, readers::is_message));
                     let report = reader.await.map_err(std::io::Error::other)?;
                     assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
@@ -145,7 +155,7 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
             let read = |stdout: ChildStdout| {
                 runtime.block_on(async {
                     let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-                    let queue = readers::Queue { capacity: CAPACITY, max_wait: Duration::ZERO };
+                    let queue = readers::Queue { capacity: SMALL_QUEUE, max_wait: Duration::ZERO };
                     let (reader, queue) = readers::spawn_decoupled(stdout, queue);
                     consumer = Some(spawn_consumer(queue, cost, |_| true));
                     let done = reader.await.map_err(std::io::Error::other)??;
@@ -242,7 +252,7 @@ fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
 /// A grouped bar chart of the child's time blocked in `write`, one group per
 /// consumer cost, one bar per reader, each bar labelled with its value.
 fn svg(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
-    const COLORS: [&str; 4] = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"];
+    const COLORS: [&str; 5] = ["#d62728", "#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c"];
     let (width, height, left, top, bottom) = (800.0, 420.0, 70.0, 60.0, 90.0);
     let plot_h = height - top - bottom;
     let highest = results.iter().map(|(_, _, r)| r.blocked.as_secs_f64() * 1e3).fold(1.0, f64::max);

@@ -170,6 +170,26 @@ impl Framer {
         self.buf.len()
     }
 
+    /// The bytes held in the buffer ([`buffered`](Framer::buffered) of them):
+    /// once the event calls have returned `Ok(None)`, the current partial
+    /// frame so far (empty while an oversize frame is being discarded, whose
+    /// bytes are never kept). A host reads it to keep a bounded head of a
+    /// long frame before the read that may push it over the limit.
+    ///
+    /// ```
+    /// use mcp_framer::{Config, Framer};
+    ///
+    /// let mut framer = Framer::new(Config::DEFAULT);
+    /// let chunk = b"{\"a\":1}\n{\"partial";
+    /// framer.spare()[..chunk.len()].copy_from_slice(chunk);
+    /// framer.commit(chunk.len());
+    /// while framer.next_event().unwrap().is_some() {}
+    /// assert_eq!(framer.buffered_bytes(), b"{\"partial");
+    /// ```
+    pub fn buffered_bytes(&self) -> &[u8] {
+        self.buf.live()
+    }
+
     /// The size of the buffer's storage in bytes: what the framer holds on the
     /// heap. At most `max_frame + 1 + read_size` in read-into mode.
     pub fn capacity(&self) -> usize {

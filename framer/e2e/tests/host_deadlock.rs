@@ -18,6 +18,7 @@ use host_support::{config, fixture_stats, payload, ping_within_a_second, spawn, 
 use mcp_framer::{Config, OversizePolicy};
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_e2e::report;
+use mcp_framer_jsonrpc::Id;
 use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, SkippedFrame};
 use serde_json::json;
 
@@ -130,23 +131,29 @@ async fn the_transport_refuses_the_same_response_by_its_limit_and_the_child_fini
             .with_framer(Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip));
         let (session, mut inbound) = spawn(config);
         let request = session.start("tools/call", &tool("big", json!({"bytes": EIGHT_MIB}))).await.expect("sent");
-        // A frame discarded by the limit is never parsed, so its id is
-        // unknown: the application sees the report and gives up on the
-        // request it was waiting for.
-        let Some(Inbound::Skipped(SkippedFrame::Oversize { len })) = inbound.recv().await else {
+        // A frame discarded by the limit is never parsed whole; its id is
+        // recovered from its head, so its request fails at once, naming the
+        // frame's exact length and the limit, and no cancellation is sent.
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id })) = inbound.recv().await else {
             panic!("the oversize frame is reported")
         };
         assert!(len > EIGHT_MIB as u64);
-        assert!(session.cancel(request.id(), "response over the transport limit").await);
+        let request_id = request.id();
+        assert_eq!(id, Some(Id::Number(request_id)));
         let refused = request.response().await;
-        assert!(matches!(&refused, Err(RequestError::Cancelled { reason }) if reason.contains("limit")), "{refused:?}");
+        assert!(
+            matches!(&refused, Err(RequestError::Oversize { len: l, max, .. }) if *l == len && *max == limit as u64),
+            "{refused:?}"
+        );
+        assert!(!session.cancel(request_id, "nothing left to cancel").await);
 
         // The child finished writing all 8 MiB: nothing it wrote was left in
         // the pipe, and the discarded bytes were never held.
         let stats = fixture_stats(&session).await;
         let metrics = session.metrics();
         assert_eq!(stats["bytes_written"], len + 1);
-        assert_eq!((metrics.oversize_frames, metrics.discarded_bytes), (1, len));
+        assert_eq!((metrics.oversize_frames, metrics.discarded_bytes, metrics.oversize_in_progress), (1, len, 0));
+        assert_eq!((metrics.oversize_responses, metrics.cancellations_sent, metrics.timeouts), (1, 0, 0));
         assert!(metrics.buffered_high_water <= (limit + 1 + Config::default().read_size) as u64);
         assert_eq!(payload(&session.request("ping", &()).await.expect("ping")), json!({}));
         ping_within_a_second(&session).await;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use host_support::{config, eventually, payload, ping_within_a_second, reports, spawn, text, tool, watchdog};
 use mcp_framer::{Config, FrameError, OversizePolicy};
 use mcp_framer_e2e::hostile::report as hostile;
+use mcp_framer_jsonrpc::Id;
 use mcp_framer_stdio::host::{CloseReason, Inbound, ReaderConfig, RequestError, Session, SessionConfig, SkippedFrame};
 use serde_json::json;
 
@@ -50,16 +51,21 @@ async fn a_response_just_over_the_limit_is_skipped_and_the_session_continues() {
     watchdog("just over the limit, Skip", async {
         let (session, mut inbound) = spawn(limited(OversizePolicy::Skip));
         let request = session.start("tools/call", &sized(LIMIT + 1)).await.expect("sent");
-        let Some(Inbound::Skipped(SkippedFrame::Oversize { len })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id })) = inbound.recv().await else {
             panic!("the oversize frame is reported")
         };
         assert_eq!(len, LIMIT as u64 + 1);
-        // Never parsed, so never matched: the application gives up on it.
-        assert!(session.cancel(request.id(), "response over the transport limit").await);
-        assert!(matches!(request.response().await, Err(RequestError::Cancelled { .. })));
+        // Never parsed whole, but its id is recovered: the request fails at
+        // once, and nothing is cancelled (it was answered).
+        assert_eq!(id, Some(Id::Number(request.id())));
+        let failed = request.response().await;
+        assert!(
+            matches!(&failed, Err(RequestError::Oversize { len, max, .. }) if *len == LIMIT as u64 + 1 && *max == LIMIT as u64),
+            "{failed:?}"
+        );
         let metrics = session.metrics();
         assert_eq!((metrics.oversize_frames, metrics.discarded_bytes), (1, LIMIT as u64 + 1));
-        assert_eq!(metrics.cancellations_sent, 1);
+        assert_eq!((metrics.cancellations_sent, metrics.oversize_responses), (0, 1));
         assert!(session.closed().is_none());
         ping_within_a_second(&session).await;
         session.shutdown().await;

@@ -158,6 +158,52 @@ pub fn check_envelope_agrees(frame: &[u8]) {
     );
 }
 
+/// The `id_recovery` fuzz target's check. `input` is two bytes, the head
+/// and tail lengths (each clamped to what the frame has left), then one
+/// frame. [`recover_response_id`](crate::recover_response_id) runs on that
+/// split, on the whole frame, and on every split when the frame is short
+/// (48 bytes or less). It must never panic, and whenever it returns an id
+/// the frame must be a JSON object for serde_json, with a top-level
+/// `result` or `error`, and, unless serde_json refuses it (two top-level
+/// `id` keys, one possibly unseen), exactly that top-level `id`.
+pub fn check_id_recovery(input: &[u8]) {
+    let [h, t, frame @ ..] = input else { return };
+    let len = frame.len();
+    let h = usize::from(*h).min(len);
+    let t = usize::from(*t).min(len - h);
+    let mut splits = vec![(h, t), (len, 0), (0, len)];
+    if len <= 48 {
+        splits.extend((0..=len).flat_map(|h| (0..=len - h).map(move |t| (h, t))));
+    }
+    for (h, t) in splits {
+        let recovered = crate::recover_response_id(&frame[..h], &frame[len - t..], len as u64);
+        if let Some(id) = recovered {
+            check_recovered(frame, h, t, &id);
+        }
+    }
+}
+
+/// The top-level `id` as serde_json sees it: a duplicate key is an error.
+#[derive(serde::Deserialize)]
+struct TopId {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+}
+
+fn check_recovered(frame: &[u8], h: usize, t: usize, id: &OwnedId) {
+    let context = || format!("recovered {id:?} from a head of {h} and a tail of {t} bytes of {:?}", excerpt(frame));
+    let value: serde_json::Value = match serde_json::from_slice(frame) {
+        Ok(value) => value,
+        // Not JSON: the unseen middle may hold anything; no id to compare.
+        Err(_) => return,
+    };
+    let object = value.as_object().unwrap_or_else(|| panic!("not an object: {}", context()));
+    assert!(object.contains_key("result") || object.contains_key("error"), "not a response: {}", context());
+    let Ok(top) = serde_json::from_slice::<TopId>(frame) else { return };
+    let expected = serde_json::to_value(id).expect("an id serializes");
+    assert_eq!(top.id.as_ref(), Some(&expected), "{}", context());
+}
+
 fn documented_difference(frame: &[u8], envelope: &View, simd: &View) -> bool {
     let simd_refused = matches!(simd, View::Error { kind: EnvelopeErrorKind::Malformed, .. });
     let envelope_parsed =

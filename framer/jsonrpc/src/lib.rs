@@ -10,6 +10,9 @@
 //!   ([`ERROR_CODES`]), and the one [`ErrorObject`] type both sides send and
 //!   read.
 //! - **Ids**: [`Id`] / [`OwnedId`], a string or an `i64`.
+//! - **Recovery**: [`recover_response_id`] tells, from a bounded head and
+//!   tail of a response too large to read, which request it answered, or
+//!   says it cannot be told safely.
 //!
 //! The host and the server of `mcp-framer-stdio` both use this crate for
 //! every message they read and write. It does no I/O, and has no unsafe code.
@@ -131,6 +134,7 @@ mod encode;
 mod error;
 mod id;
 mod raw;
+mod recover;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -143,6 +147,7 @@ pub use encode::{EncodeError, Encoder};
 pub use error::{EnvelopeError, EnvelopeErrorKind};
 pub use id::{Id, OwnedId};
 pub use raw::RawJson;
+pub use recover::recover_response_id;
 
 /// A classified JSON-RPC 2.0 message, borrowing from its frame.
 #[derive(Clone, Debug)]

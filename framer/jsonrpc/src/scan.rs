@@ -95,7 +95,7 @@ pub(crate) fn top_level(text: &str) -> Result<TopLevel<'_>, ScanError> {
 /// Returns the index after the value and whether it is a string with
 /// escapes.
 #[inline(always)]
-fn skip_member_value(b: &[u8], i: usize) -> Result<(usize, bool), usize> {
+pub(crate) fn skip_member_value(b: &[u8], i: usize) -> Result<(usize, bool), usize> {
     match b.get(i) {
         Some(b'"') => {
             let end = skip_plain(b, i + 1);
@@ -112,7 +112,8 @@ fn skip_member_value(b: &[u8], i: usize) -> Result<(usize, bool), usize> {
 
 /// Which of [`KEYS`] a key's raw content (between its quotes) names,
 /// comparing after unescaping (when it has escapes).
-fn known_key(raw: &[u8], escaped: bool) -> Option<usize> {
+#[inline(always)]
+pub(crate) fn known_key(raw: &[u8], escaped: bool) -> Option<usize> {
     if escaped {
         let raw = core::str::from_utf8(raw).ok()?;
         let decoded: String = serde_json::from_str(&format!("\"{raw}\"")).ok()?;
@@ -133,7 +134,7 @@ fn known_key(raw: &[u8], escaped: bool) -> Option<usize> {
 /// The index of the first non-whitespace byte at or after `i`. Compact JSON
 /// has none: one comparison decides.
 #[inline(always)]
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn skip_ws(b: &[u8], mut i: usize) -> usize {
     if b.get(i).is_some_and(|&c| c > b' ') {
         return i;
     }
@@ -144,17 +145,17 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// An object key as [`key`] found it.
-struct Key {
+pub(crate) struct Key {
     /// The key's raw content, between its quotes.
-    raw: core::ops::Range<usize>,
+    pub(crate) raw: core::ops::Range<usize>,
     /// Whether the content has escapes (so must be decoded to compare).
-    escaped: bool,
+    pub(crate) escaped: bool,
 }
 
 /// A key at `i` (a string), whitespace, and a `:`: returns the key and the
 /// index after the colon.
 #[inline(always)]
-fn key(b: &[u8], i: usize) -> Result<(Key, usize), usize> {
+pub(crate) fn key(b: &[u8], i: usize) -> Result<(Key, usize), usize> {
     if b.get(i) != Some(&b'"') {
         return Err(i);
     }

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 /// backpressure tests.
 ///
 /// Tools: ping echo big sized giant_field many_blocks malformed stderr_flood
-/// log_line slow_stream hostile_payload split_writes stream exit_mid_frame
-/// stats. Diagnostics go to stderr; the last stderr line at EOF is the
+/// log_line slow_stream hostile_payload split_writes stream flood silent
+/// ask_client exit_mid_frame stats. Diagnostics go to stderr; the last stderr line at EOF is the
 /// report line `stats: {json}`.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "hostile_server")]

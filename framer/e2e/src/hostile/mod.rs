@@ -175,6 +175,9 @@ pub mod report {
     pub const CANCELLED: &str = "cancelled";
     /// `exit_mid_frame` is about to exit: `{"code","written","frame_len"}`.
     pub const EXIT_MID_FRAME: &str = "exit_mid_frame";
+    /// A response from the client (to `ask_client`'s request): the whole
+    /// response object.
+    pub const CLIENT_RESPONSE: &str = "client_response";
 }
 
 /// Runs the fixture with the process's own arguments.
@@ -259,7 +262,7 @@ pub fn run(args: Args) -> ExitCode {
                 },
                 _ => log(format_args!("ignoring notification {method}")),
             },
-            Incoming::Response => log("ignoring a response from the client"),
+            Incoming::Response(response) => crate::report::emit(report::CLIENT_RESPONSE, &response),
             Incoming::Invalid { id, code, message } => {
                 log(format_args!("answering invalid message with {code}: {message}"));
                 dispatcher.submit(Job::Reply(response(&id, Err(RpcError { code, message }))));

@@ -68,8 +68,8 @@ pub(super) enum Incoming {
         method: String,
         params: Option<Value>,
     },
-    /// A response from the client; this server sends no requests.
-    Response,
+    /// A response from the client (to a request this server sent).
+    Response(Value),
     Invalid {
         id: Value,
         code: i64,
@@ -105,7 +105,10 @@ pub(super) fn classify(line: &[u8]) -> Incoming {
             Some(id) => Incoming::Request { id, method, params },
             None => invalid(Value::Null, "id must be a string or a number"),
         },
-        (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => Incoming::Response,
+        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+            obj.insert("id".into(), id);
+            Incoming::Response(Value::Object(obj))
+        }
         _ => invalid(valid_id.unwrap_or(Value::Null), "method must be a string"),
     }
 }

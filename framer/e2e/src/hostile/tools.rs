@@ -120,6 +120,12 @@ impl Call<'_> {
             "hostile_payload" => Ok(Some(text_result(hostile_text(self.size("bytes", 64 << 10)?)))),
             "split_writes" => self.split_writes(),
             "stream" => self.stream(),
+            "flood" => self.flood(),
+            "silent" => {
+                log(format_args!("request {} will never be answered", self.id));
+                Ok(None)
+            }
+            "ask_client" => self.ask_client(),
             "exit_mid_frame" => self.exit_mid_frame(),
             "stats" => {
                 let stats = self.server.snapshot().json();
@@ -134,11 +140,103 @@ impl Call<'_> {
 
     fn sized(&self) -> Result<Option<Value>, RpcError> {
         let target = self.size("frame_bytes", 1024)?;
-        let msg = pad_to(target, |pad| response(self.id, Ok(text_result(pad)))).map_err(|min| {
-            RpcError::invalid_params(format!("frame_bytes {target} is below the minimal frame size {min}"))
-        })?;
-        self.send(&msg);
+        let id_at = self.string("id_at", "start")?;
+        let invalid =
+            |min| RpcError::invalid_params(format!("frame_bytes {target} is below the minimal frame size {min}"));
+        if id_at == "start" {
+            // serde_json's map is sorted: `{"id":…,"jsonrpc":…,"result":…}`.
+            let msg = pad_to(target, |pad| response(self.id, Ok(text_result(pad)))).map_err(invalid)?;
+            self.send(&msg);
+            return Ok(None);
+        }
+        // Written by hand, as JavaScript servers order their keys (id last),
+        // or with the id between two long members (neither head nor tail).
+        let id = self.id.to_string();
+        let frame = |pad: &str| match id_at.as_str() {
+            "end" => {
+                format!(r#"{{"result":{{"content":[{{"type":"text","text":"{pad}"}}]}},"jsonrpc":"2.0","id":{id}}}"#)
+            }
+            _ => format!(
+                r#"{{"jsonrpc":"2.0","result":{{"content":[{{"type":"text","text":"{pad}"}}]}},"id":{id},"pad":"{pad}"}}"#
+            ),
+        };
+        if !matches!(id_at.as_str(), "end" | "middle") {
+            return Err(RpcError::invalid_params(format!("`id_at` must be start, end or middle, got {id_at:?}")));
+        }
+        let min = frame("").len();
+        let pads = if id_at == "end" { 1 } else { 2 };
+        let room = target.checked_sub(min).ok_or_else(|| invalid(min))?;
+        let mut text = frame(&"x".repeat(room / pads));
+        while text.len() < target {
+            text.insert(text.len() - 1, ' ');
+        }
+        text.push('\n');
+        let Some(mut out) = self.out() else { return Ok(None) };
+        out.frame(text.as_bytes(), self.chunk);
         Ok(None)
+    }
+
+    /// Sends the client a server request (`roots/list`, id `"roots-1"`)
+    /// and `notifications` notifications; the client's answer is reported on
+    /// stderr as a `client_response` line.
+    fn ask_client(&self) -> Result<Option<Value>, RpcError> {
+        let notifications = self.size("notifications", 3)?;
+        self.send(&json!({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"}));
+        for seq in 0..notifications {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": {"seq": seq}}});
+            self.send(&note);
+        }
+        Ok(Some(text_result(format!("asked the client and sent {notifications} notifications"))))
+    }
+
+    /// Writes `count` notifications of exactly `frame_bytes` bytes (their
+    /// `\n` included) as fast as it can: one template, a 12-digit sequence
+    /// number patched in, many frames per `write(2)`. For volume tests.
+    fn flood(&self) -> Result<Option<Value>, RpcError> {
+        const SEQ: &str = "000000000000";
+        let count = self.u64("count", 1000)?;
+        let frame_bytes = self.size("frame_bytes", 200)?;
+        let make = |pad: String| {
+            json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": {"seq": SEQ, "pad": pad}}})
+        };
+        let template = encode(&pad_to(frame_bytes.saturating_sub(1), make).map_err(|min| {
+            RpcError::invalid_params(format!("frame_bytes {frame_bytes} is below the minimal frame size {}", min + 1))
+        })?);
+        let seq_at = template.windows(SEQ.len()).position(|w| w == SEQ.as_bytes()).expect("the template has a seq");
+        let per_write = (self.chunk.max(frame_bytes) / frame_bytes).max(1);
+        let started = Instant::now();
+        let blocked_before = self.server.stats.blocked_write_us.load(SeqCst);
+        let mut batch = Vec::with_capacity(per_write * frame_bytes);
+        let mut seq = 0;
+        while seq < count {
+            batch.clear();
+            while seq < count && batch.len() / frame_bytes < per_write {
+                let at = batch.len() + seq_at;
+                batch.extend_from_slice(&template);
+                batch[at..at + SEQ.len()].copy_from_slice(format!("{seq:012}").as_bytes());
+                seq += 1;
+            }
+            if self.cancel.is_cancelled() {
+                log_cancelled(self.id, seq * as_u64(frame_bytes));
+                return Ok(None);
+            }
+            let Some(mut out) = self.out() else { return Ok(None) };
+            out.begin_frame(batch.len());
+            out.write_piece(&batch);
+            out.end_frame();
+        }
+        let blocked = self.server.stats.blocked_write_us.load(SeqCst) - blocked_before;
+        Ok(Some(json!({
+            "content": [{"type": "text", "text": format!("flooded {count} notifications")}],
+            "structuredContent": {
+                "notifications": count,
+                "bytes": count * as_u64(frame_bytes),
+                "blocked_write_us": blocked,
+                "elapsed_ms": micros(started.elapsed()) / 1000,
+            },
+        })))
     }
 
     fn giant_field(&self) -> Result<Option<Value>, RpcError> {
@@ -394,7 +492,11 @@ fn tools_list() -> Value {
         ("ping", "Cheap reply", &[]),
         ("echo", "Echo `text`", &[("text", "string")]),
         ("big", "One response with `bytes` 'x' bytes", &[("bytes", "integer")]),
-        ("sized", "Response line of exactly `frame_bytes` bytes", &[("frame_bytes", "integer")]),
+        (
+            "sized",
+            "Response line of exactly `frame_bytes` bytes, its id at the start, end or middle (`id_at`)",
+            &[("frame_bytes", "integer"), ("id_at", "string")],
+        ),
         ("giant_field", "One giant string in structuredContent.blob", &[("bytes", "integer")]),
         ("many_blocks", "`count` small text blocks", &[("count", "integer"), ("block_bytes", "integer")]),
         ("malformed", "Malformed JSON line, then the response", &[]),
@@ -415,6 +517,17 @@ fn tools_list() -> Value {
             "stream",
             "`count` notifications, then the response",
             &[("count", "integer"), ("frame_bytes", "integer"), ("kind", "string")],
+        ),
+        (
+            "flood",
+            "`count` notifications of `frame_bytes` bytes, many per write, then the response",
+            &[("count", "integer"), ("frame_bytes", "integer")],
+        ),
+        ("silent", "Never answers", &[]),
+        (
+            "ask_client",
+            "A roots/list request to the client and `notifications` notifications",
+            &[("notifications", "integer")],
         ),
         ("exit_mid_frame", "Half a frame, then exit(code)", &[("code", "integer")]),
         ("stats", "Write statistics", &[]),

@@ -175,12 +175,18 @@ fn subslice(whole: &[u8], part: &[u8]) -> Option<Range<usize>> {
 #[non_exhaustive]
 pub enum SkippedFrame {
     /// A frame over the transport limit was discarded up to its `\n`
-    /// ([`OversizePolicy::Skip`](mcp_framer::OversizePolicy::Skip)). Never parsed,
-    /// so its id is unknown: if it was a response, its request ends by its
-    /// timeout.
+    /// ([`OversizePolicy::Skip`](mcp_framer::OversizePolicy::Skip)). Never
+    /// parsed whole: its id is recovered from a bounded head and tail of it
+    /// when that is safe ([`recover_response_id`](mcp_framer_jsonrpc::recover_response_id)),
+    /// and then the request it answered fails at once with
+    /// [`RequestError::Oversize`](super::RequestError::Oversize); otherwise
+    /// that request ends at its deadline, its error saying an oversize frame
+    /// was skipped while it waited.
     Oversize {
         /// The frame's exact length in bytes.
         len: u64,
+        /// The id of the response it was, when recovered.
+        id: Option<OwnedId>,
     },
     /// A line that does not even start like JSON (first non-blank byte not
     /// `{` or `[`): typically a log line a server printed on stdout.

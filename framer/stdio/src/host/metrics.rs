@@ -40,6 +40,9 @@ pub struct Metrics {
     pub(crate) overload_episodes: AtomicU64,
     pub(crate) overload_dropped: AtomicU64,
     pub(crate) overload_rejected: AtomicU64,
+    pub(crate) unconsumed: AtomicU64,
+    pub(crate) oversize_in_progress: AtomicU64,
+    pub(crate) oversize_responses: AtomicU64,
     pub(crate) requests_sent: AtomicU64,
     pub(crate) responses: AtomicU64,
     pub(crate) late_responses: AtomicU64,
@@ -72,6 +75,9 @@ impl Metrics {
             overload_episodes: get(&self.overload_episodes),
             overload_dropped: get(&self.overload_dropped),
             overload_rejected: get(&self.overload_rejected),
+            unconsumed: get(&self.unconsumed),
+            oversize_in_progress: get(&self.oversize_in_progress),
+            oversize_responses: get(&self.oversize_responses),
             requests_sent: get(&self.requests_sent),
             responses: get(&self.responses),
             late_responses: get(&self.late_responses),
@@ -87,13 +93,18 @@ impl Metrics {
 
     /// Mirrors the framer's byte accounting (the framer lives inside the
     /// reader task; its counters are published after every read).
-    pub(crate) fn publish_framer(&self, stats: &Stats) {
+    /// `discarding` is the bytes so far of an oversize frame still being
+    /// discarded: it is counted in `oversize_in_progress`, and in
+    /// `oversize_frames` and `discarded_bytes` only once discarded to its end.
+    pub(crate) fn publish_framer(&self, stats: &Stats, discarding: Option<u64>) {
         let set = |counter: &AtomicU64, value: u64| counter.store(value, Relaxed);
+        let in_progress = discarding.unwrap_or(0);
         set(&self.stdout_bytes, stats.bytes_in);
         set(&self.frames, stats.frames);
         set(&self.largest_frame, stats.largest_frame);
-        set(&self.oversize_frames, stats.oversize_frames);
-        set(&self.discarded_bytes, stats.discarded_bytes);
+        set(&self.oversize_frames, stats.oversize_frames - u64::from(discarding.is_some()));
+        set(&self.discarded_bytes, stats.discarded_bytes - in_progress);
+        set(&self.oversize_in_progress, in_progress);
         set(&self.truncated_bytes, stats.truncated_bytes);
         set(&self.buffered_high_water, stats.buffered_high_water);
     }
@@ -140,11 +151,25 @@ pub struct MetricsSnapshot {
 
     /// Complete frames the framer delivered (before JSON parsing).
     pub frames: u64,
-    /// Frames over the transport limit.
+    /// Frames over the transport limit, each counted **once discarded to its
+    /// end** (its `\n`, or end of stream), or at once under
+    /// [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail). A frame still
+    /// being discarded is in `oversize_in_progress` instead, so
+    /// `oversize_frames` and `discarded_bytes` always describe the same
+    /// frames.
     pub oversize_frames: u64,
-    /// Bytes thrown away by the framer: oversize frames, and everything after
-    /// an oversize frame under [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
+    /// Bytes thrown away by the framer: the oversize frames counted in
+    /// `oversize_frames`, and everything after an oversize frame under
+    /// [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
     pub discarded_bytes: u64,
+    /// A gauge: bytes discarded so far of the oversize frame being discarded
+    /// right now (0 when none is). When its `\n` arrives they move to
+    /// `discarded_bytes` and the frame to `oversize_frames`.
+    pub oversize_in_progress: u64,
+    /// Requests failed at once with
+    /// [`RequestError::Oversize`](super::RequestError::Oversize): their
+    /// response passed the transport limit and its id was recovered.
+    pub oversize_responses: u64,
     /// Bytes of a partial frame left when stdout closed.
     pub truncated_bytes: u64,
     /// The most bytes the framer held at once (at most limit + 1 + one read).
@@ -164,6 +189,10 @@ pub struct MetricsSnapshot {
     pub overload_dropped: u64,
     /// Server requests answered with a "host overloaded" error and dropped.
     pub overload_rejected: u64,
+    /// Server messages nobody receives because the application dropped its
+    /// inbound receiver: requests (answered "method not found", this host
+    /// takes no server requests) and notifications (dropped). Not overload.
+    pub unconsumed: u64,
     /// Requests this session wrote to the server.
     pub requests_sent: u64,
     /// Responses matched to a waiting request.

@@ -10,29 +10,67 @@
 //! * [`Reader`] — a task owns the child's stdout and only reads: straight into
 //!   the [`Framer`](mcp_framer::Framer)'s buffer, then classifies each frame with
 //!   the [envelope](mcp_framer_jsonrpc). Responses go to the request waiting
-//!   for them; server requests and notifications go to a bounded queue whose
-//!   consumer is the application. By default the reader never waits on that
-//!   consumer: a message that does not fit gets the [`OverloadPolicy`] at
-//!   once (drop, reject with an error reply, or end the session) and reading
-//!   goes on. A host may opt in to absorbing bursts with
-//!   [`Overload::max_wait`], a wait budget per overload episode, never per
-//!   message. Oversize frames follow the framer's policy; lines that are not
-//!   JSON-RPC are counted, reported with a bounded [`Preview`](crate::Preview)
-//!   of their first bytes ([`SkippedFrame`]) and skipped.
+//!   for them; server requests and notifications go to a queue whose
+//!   consumer is the application. Lines that are not JSON-RPC are counted,
+//!   reported with a bounded [`Preview`](crate::Preview) of their first bytes
+//!   ([`SkippedFrame`]) and skipped.
 //! * stderr is drained by its own task: its last bytes are kept (a bounded
 //!   tail [`Preview`](crate::Preview), [`SessionConfig::stderr_tail`]), bytes
 //!   and lines are counted, and lines are split by the core framer and
 //!   forwarded to `tracing` ([`StderrLog`]); it never blocks.
 //! * [`Session`] — the client side: one writer task writes one whole frame
 //!   and one `\n` at a time, each within a timeout; a pending table matches
-//!   responses by id; per-request timeouts send `notifications/cancelled`
-//!   (never for `initialize`); late responses are counted and ignored; when
-//!   the child exits every pending request fails with the exit status and the
-//!   stderr tail; [`Session::shutdown`] closes stdin, waits, sends SIGTERM,
-//!   waits, sends SIGKILL.
+//!   responses by id; late responses are counted and ignored; when the child
+//!   exits every pending request fails with the exit status and the stderr
+//!   tail; [`Session::shutdown`] closes stdin, waits, sends SIGTERM, waits,
+//!   sends SIGKILL.
 //! * [`Metrics`] — counters readable at any time as a [`MetricsSnapshot`]:
 //!   stdout bytes, largest frame, parse errors, time waiting for room in the
 //!   queue, cancellations sent, the exit status, and more.
+//!
+//! # The rules
+//!
+//! 1. **Deadlines run from the send.** A request's timeout
+//!    ([`SessionConfig::request_timeout`], or
+//!    [`PendingRequest::with_timeout`]) is armed when the request is written,
+//!    whether or not anyone awaits its [`PendingRequest`]. At the deadline the
+//!    request fails ([`RequestError::TimedOut`]), `notifications/cancelled` is
+//!    sent (never for `initialize`) and its pending entry is freed.
+//! 2. **An oversize response fails its request at once.** While the reader
+//!    discards a frame over the transport limit, it keeps a bounded head and
+//!    tail of it ([`OVERSIZE_GLIMPSE`] bytes each, never the whole frame) and
+//!    recovers the frame's top-level `id` from them
+//!    ([`recover_response_id`](mcp_framer_jsonrpc::recover_response_id)).
+//!    If a pending request has that id, it fails at once with
+//!    [`RequestError::Oversize`] (the frame's exact length and the limit),
+//!    counted in [`oversize_responses`](MetricsSnapshot::oversize_responses),
+//!    and no cancellation is sent. If the id cannot be recovered safely, the
+//!    request keeps its deadline and its error says how many oversize frames
+//!    were skipped while it waited.
+//! 3. **A write stall ends the session.** A frame not written to the child's
+//!    stdin within [`SessionConfig::write_timeout`] ends the session with
+//!    [`CloseReason::StdinStalled`]: every pending (and later) request fails
+//!    at once, [`Session::closed`] says so, and the child is stopped by the
+//!    shutdown sequence ([`SessionConfig::shutdown`]).
+//! 4. **Without a consumer, the truth.** A host that dropped its inbound
+//!    receiver takes no server requests: each is answered -32601 (method not
+//!    found) with [`NO_CONSUMER_MESSAGE`]; notifications nobody receives are
+//!    dropped. Both count as [`unconsumed`](MetricsSnapshot::unconsumed),
+//!    never as overload.
+//! 5. **Nothing is lost to a consumer that keeps up; the reader never waits
+//!    on the application for long.** The queue is bounded by bytes by default
+//!    ([`Overload::max_queued_bytes`], 64 MiB; [`DEFAULT_INBOUND_CAPACITY`]
+//!    puts no count limit in practice). Past half the bound the reader
+//!    yields to the runtime after each message, and a message that does not
+//!    fit waits for a few yields (never a timer) before the
+//!    [`OverloadPolicy`] applies: only a stalled consumer loses messages. A
+//!    host may opt in to absorbing bursts with [`Overload::max_wait`], a wait
+//!    budget per overload episode.
+//! 6. **Metrics agree during a skip.** An oversize frame counts in
+//!    [`oversize_frames`](MetricsSnapshot::oversize_frames) and its bytes in
+//!    [`discarded_bytes`](MetricsSnapshot::discarded_bytes) once it is
+//!    discarded to its end; until then its bytes are in the
+//!    [`oversize_in_progress`](MetricsSnapshot::oversize_in_progress) gauge.
 //!
 //! # Example
 //!
@@ -90,8 +128,11 @@ mod writer;
 
 pub use inbound::{Inbound, Received, SkippedFrame};
 pub use metrics::{Metrics, MetricsSnapshot};
-pub use overload::{DEFAULT_MAX_QUEUED_BYTES, OVERLOADED, OVERLOADED_MESSAGE, Overload, OverloadPolicy};
-pub use reader::{DEFAULT_EXCERPT, Reader, ReaderConfig, ReaderEnd, ReaderReport};
+pub use overload::{
+    DEFAULT_INBOUND_CAPACITY, DEFAULT_MAX_QUEUED_BYTES, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Overload,
+    OverloadPolicy,
+};
+pub use reader::{DEFAULT_EXCERPT, OVERSIZE_GLIMPSE, Reader, ReaderConfig, ReaderEnd, ReaderReport};
 pub use session::{
     CloseReason, Closed, PendingRequest, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownReport,
     ShutdownStage,

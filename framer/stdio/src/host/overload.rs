@@ -19,6 +19,21 @@ pub use mcp_framer_jsonrpc::OVERLOADED;
 /// The message of the reply sent under [`OverloadPolicy::Reject`].
 pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try again later";
 
+/// The message of the "method not found" ([`METHOD_NOT_FOUND`](mcp_framer_jsonrpc::METHOD_NOT_FOUND))
+/// reply to a server request when the application dropped its inbound
+/// receiver: the host takes no server requests.
+pub const NO_CONSUMER_MESSAGE: &str = "this host takes no server requests";
+
+/// Default capacity of the inbound queue in messages: as many as tokio's
+/// bounded queue allows, so the queue is bounded by bytes
+/// ([`DEFAULT_MAX_QUEUED_BYTES`]), not by a count of messages.
+pub const DEFAULT_INBOUND_CAPACITY: usize = tokio::sync::Semaphore::MAX_PERMITS;
+
+/// How many times the reader yields to the runtime, letting the application
+/// run, before a message that does not fit gets the policy. A consumer that
+/// keeps up makes room within them; a stalled one does not.
+pub(crate) const STALL_YIELDS: u32 = 64;
+
 /// Default bound on the bytes of the messages in the application's queue:
 /// 64 MiB, four messages at the default transport limit.
 pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
@@ -84,7 +99,19 @@ pub enum OverloadPolicy {
 /// the host hold is bounded by the larger of `max_queued_bytes` and one
 /// message, not by the capacity times the transport limit.
 ///
-/// A closed queue (the application dropped its receiver) refuses at once.
+/// **Letting the application run.** A message that does not fit is not
+/// refused at once: the reader first yields to the runtime a few times (no
+/// timer, no wait on the application), so a consumer that keeps up, which on
+/// a current-thread runtime may simply not have had a turn, makes room. Only
+/// if none is made does the episode start; within an episode the policy
+/// applies at once. Past half the byte bound or half the capacity, the reader
+/// also yields once after each message it queues. So by default nothing is
+/// lost to a consumer that keeps up, and a stalled one never holds the reader.
+///
+/// A closed queue (the application dropped its receiver) is not an overload:
+/// a server request is answered "method not found" ([`NO_CONSUMER_MESSAGE`]),
+/// anything else is dropped, and both are counted in
+/// [`unconsumed`](super::MetricsSnapshot::unconsumed).
 /// Time spent waiting is counted in
 /// [`dispatch_wait`](super::MetricsSnapshot::dispatch_wait) (always zero by
 /// default); refused messages in
@@ -176,9 +203,10 @@ impl Overload {
 pub(crate) enum Offer<T> {
     /// Queued.
     Delivered,
-    /// It does not fit and may not wait (or the receiver is gone): apply the
-    /// policy.
+    /// It does not fit and may not wait: apply the policy.
     Refused(T),
+    /// The receiver is gone: nobody will take it.
+    Closed(T),
 }
 
 /// The sending side of the application queue, with the wait budget and the
@@ -210,13 +238,46 @@ impl<T> Dispatch<T> {
     /// offered, or `None` when they do not fit: the message then gets the
     /// policy at once, and an overload episode starts if none is running
     /// (with no wait budget: bytes never wait).
-    pub(crate) fn reserve(&mut self, len: usize) -> Option<Held> {
-        let held = self.bytes.try_acquire(len);
+    ///
+    /// Before refusing, it yields to the runtime up to [`STALL_YIELDS`]
+    /// times, so a consumer that keeps up (on a current-thread runtime, one
+    /// that had no chance to run) can make room: only a stalled consumer
+    /// loses messages. Yielding waits on no timer and on nothing the
+    /// application holds.
+    pub(crate) async fn reserve(&mut self, len: usize) -> Option<Held> {
+        let mut yields = 0;
+        let held = loop {
+            match self.bytes.try_acquire(len) {
+                Some(held) => break Some(held),
+                None if yields < STALL_YIELDS && self.episode.is_none() && !self.queue.is_closed() => {
+                    yields += 1;
+                    tokio::task::yield_now().await;
+                }
+                None => break None,
+            }
+        };
         if held.is_none() && self.episode.is_none() {
             bump(&self.metrics.overload_episodes);
             self.episode = Some(self.max_wait);
         }
         held
+    }
+
+    /// Whether the application dropped its receiver: nothing will be taken.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.queue.is_closed()
+    }
+
+    /// After a message was queued: past the high-water mark (half the byte
+    /// bound or half the capacity), yields once so the application gets to
+    /// run before the queue fills (on a current-thread runtime the reader
+    /// would otherwise fill it in one go).
+    pub(crate) async fn after_delivery(&self) {
+        let capacity = self.queue.max_capacity();
+        let queued = capacity - self.queue.capacity();
+        if self.episode.is_none() && (self.bytes.held() > self.bytes.max() / 2 || queued > capacity / 2) {
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Bytes of queued messages not dropped yet.
@@ -232,10 +293,22 @@ impl<T> Dispatch<T> {
         if self.episode.is_some() && self.drained_halfway() {
             self.episode = None;
         }
-        let item = match self.queue.try_send(item) {
-            Ok(()) => return Offer::Delivered,
-            Err(TrySendError::Closed(item)) => return Offer::Refused(item),
-            Err(TrySendError::Full(item)) => item,
+        let mut item = item;
+        let mut yields = 0;
+        let item = loop {
+            match self.queue.try_send(item) {
+                Ok(()) => return Offer::Delivered,
+                Err(TrySendError::Closed(item)) => return Offer::Closed(item),
+                Err(TrySendError::Full(full))
+                    if yields < STALL_YIELDS && self.episode.is_none() && self.max_wait.is_zero() =>
+                {
+                    // Let a consumer that keeps up take some first.
+                    item = full;
+                    yields += 1;
+                    tokio::task::yield_now().await;
+                }
+                Err(TrySendError::Full(item)) => break item,
+            }
         };
         let spent = match self.episode {
             Some(spent) => spent,
@@ -262,7 +335,7 @@ impl<T> Dispatch<T> {
                 self.episode = Some(self.max_wait);
                 Offer::Refused(item)
             }
-            Err(SendTimeoutError::Closed(item)) => Offer::Refused(item),
+            Err(SendTimeoutError::Closed(item)) => Offer::Closed(item),
         }
     }
 
@@ -303,13 +376,15 @@ mod tests {
         (Dispatch::new(tx, overload, Arc::clone(&metrics)), rx, metrics)
     }
 
-    /// Polls `offer(item)` exactly once: `None` if it would have waited.
+    /// Polls `offer(item)` without ever letting time pass: at most once per
+    /// yield it may make ([`STALL_YIELDS`]) and once more. `None` if it
+    /// would have waited (for a timer or for room).
     fn offer_without_waiting(dispatch: &mut Dispatch<u32>, item: u32) -> Option<Offer<u32>> {
         let mut offer = pin!(dispatch.offer(item));
-        match offer.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        (0..=STALL_YIELDS).find_map(|_| match offer.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(offer) => Some(offer),
             Poll::Pending => None,
-        }
+        })
     }
 
     async fn fill(dispatch: &mut Dispatch<u32>, n: u32) {
@@ -418,36 +493,36 @@ mod tests {
             drop(rx);
         });
         let start = Instant::now();
-        assert!(matches!(dispatch.offer(1).await, Offer::Refused(1)));
+        assert!(matches!(dispatch.offer(1).await, Offer::Closed(1)));
         assert_eq!(start.elapsed(), 5 * MS);
         closer.await.expect("closer");
         // Closed: refused without waiting, room or not.
-        assert!(matches!(offer_without_waiting(&mut dispatch, 2), Some(Offer::Refused(2))));
+        assert!(matches!(offer_without_waiting(&mut dispatch, 2), Some(Offer::Closed(2))));
         assert!(!dispatch.offer_now(3));
         assert_eq!(metrics.snapshot().dispatch_wait, 5 * MS);
     }
 
-    #[test]
-    fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
+    #[tokio::test]
+    async fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
         let (tx, _rx) = mpsc::channel::<u32>(8);
         let metrics = Arc::new(Metrics::default());
         let overload = Overload::default().with_max_queued_bytes(100);
         let mut dispatch = Dispatch::new(tx, overload, Arc::clone(&metrics));
         // Nothing held: even a message over the whole bound fits.
-        let huge = dispatch.reserve(250).expect("one message always fits when none is held");
-        assert!(dispatch.reserve(1).is_none(), "250 of 100 bytes held");
+        let huge = dispatch.reserve(250).await.expect("one message always fits when none is held");
+        assert!(dispatch.reserve(1).await.is_none(), "250 of 100 bytes held");
         assert!(dispatch.is_overloaded(), "a refusal by bytes starts an episode");
         assert_eq!(metrics.snapshot().overload_episodes, 1);
         drop(huge);
         assert_eq!(dispatch.held_bytes(), 0);
 
-        let a = dispatch.reserve(60).expect("60 of 100");
-        let b = dispatch.reserve(40).expect("exactly at the bound");
-        assert!(dispatch.reserve(1).is_none(), "one byte over the bound");
+        let a = dispatch.reserve(60).await.expect("60 of 100");
+        let b = dispatch.reserve(40).await.expect("exactly at the bound");
+        assert!(dispatch.reserve(1).await.is_none(), "one byte over the bound");
         assert_eq!(dispatch.held_bytes(), 100);
         drop(b);
-        assert!(dispatch.reserve(41).is_none(), "40 bytes free");
-        let c = dispatch.reserve(40).expect("room again once dropped");
+        assert!(dispatch.reserve(41).await.is_none(), "40 bytes free");
+        let c = dispatch.reserve(40).await.expect("room again once dropped");
         assert_eq!(dispatch.held_bytes(), 100);
         drop((a, c));
         assert_eq!(dispatch.held_bytes(), 0);

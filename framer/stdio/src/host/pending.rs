@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 use super::Received;
 use super::session::{Closed, RequestError};
@@ -22,6 +23,22 @@ pub(crate) type Reply = oneshot::Sender<Result<Received, RequestError>>;
 pub(crate) struct Waiter {
     pub(crate) reply: Reply,
     pub(crate) method: Box<str>,
+    /// Oversize frames skipped (ids not recovered) before it was sent.
+    pub(crate) oversize_mark: u64,
+    /// Its deadline timer, stopped when the waiter leaves the table.
+    pub(crate) timer: Timer,
+}
+
+/// A request's deadline task, aborted when dropped.
+#[derive(Debug, Default)]
+pub(crate) struct Timer(Option<AbortHandle>);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let Some(timer) = self.0.take() {
+            timer.abort();
+        }
+    }
 }
 
 /// What a response's id refers to.
@@ -41,6 +58,8 @@ struct Table {
     abandoned: HashSet<i64>,
     abandoned_order: VecDeque<i64>,
     closed: Option<Arc<Closed>>,
+    /// Oversize frames skipped whose id was not recovered.
+    oversize_skipped: u64,
 }
 
 /// The pending table, shared by the session (inserts, abandons) and the
@@ -66,8 +85,31 @@ impl Pending {
             return Err(Arc::clone(closed));
         }
         let (reply, outcome) = oneshot::channel();
-        table.waiting.insert(id, Waiter { reply, method: method.into() });
+        let oversize_mark = table.oversize_skipped;
+        table.waiting.insert(id, Waiter { reply, method: method.into(), oversize_mark, timer: Timer::default() });
         Ok(outcome)
+    }
+
+    /// Gives waiting request `id` its deadline timer (replacing and stopping
+    /// any earlier one); stops `timer` at once if the request is no longer
+    /// waiting.
+    pub(crate) fn arm(&self, id: i64, timer: AbortHandle) {
+        let mut table = self.lock();
+        match table.waiting.get_mut(&id) {
+            Some(waiter) => waiter.timer = Timer(Some(timer)),
+            None => timer.abort(),
+        }
+    }
+
+    /// An oversize frame was skipped and its id not recovered: every request
+    /// waiting now may have been its answer.
+    pub(crate) fn note_oversize(&self) {
+        self.lock().oversize_skipped += 1;
+    }
+
+    /// Oversize frames skipped without a recovered id since `mark`.
+    pub(crate) fn oversize_since(&self, mark: u64) -> u64 {
+        self.lock().oversize_skipped - mark
     }
 
     /// Finds the request a response with id `id` answers.

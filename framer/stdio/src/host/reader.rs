@@ -11,14 +11,31 @@ use tokio::task::JoinHandle;
 use super::inbound::{Inbound, Received, SkippedFrame};
 use super::metrics::Metrics;
 use super::outgoing;
-use super::overload::{Dispatch, OVERLOADED, OVERLOADED_MESSAGE, Offer, Overload, OverloadPolicy};
+use super::overload::{Dispatch, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Offer, Overload, OverloadPolicy};
 use super::pending::{Lookup, Pending};
 use super::session::RequestError;
 use super::writer::Writer;
 use crate::counter::bump;
-use crate::{Keep, Preview};
+use crate::{Keep, Preview, Previewer};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
-use mcp_framer_jsonrpc::{self as envelope, EnvelopeError, Id, Kind, Message};
+use mcp_framer_jsonrpc::{self as envelope, EnvelopeError, Id, Kind, METHOD_NOT_FOUND, Message, OwnedId};
+
+/// Bytes kept from each end of a frame that may pass the transport limit, to
+/// recover its id if it does ([`recover_response_id`](mcp_framer_jsonrpc::recover_response_id)).
+pub const OVERSIZE_GLIMPSE: usize = 4096;
+
+/// A bounded head and tail of the current line, kept from the read that may
+/// push it over the limit on, until it ends.
+#[derive(Debug)]
+struct Glimpse {
+    kept: Previewer,
+    /// The line's offset in the stream (to tell it from the next line).
+    start: u64,
+    /// The framer reported this line oversize.
+    oversize: bool,
+    /// The line's `\n` arrived.
+    ended: bool,
+}
 
 /// Default bound on the excerpt of a skipped line: 120 bytes.
 pub const DEFAULT_EXCERPT: usize = 120;
@@ -99,7 +116,17 @@ pub struct ReaderReport {
 /// classifies each frame with the JSON-RPC [envelope](mcp_framer_jsonrpc) and
 /// routes it. It only ever waits for the pipe (and, only if a host opts in
 /// with [`Overload::max_wait`], for room in the inbound queue, at most that
-/// long in total per overload episode).
+/// long in total per overload episode). To let the application run before
+/// the queue fills, it yields to the runtime (no timer) past the queue's
+/// high-water mark and a few times before a message that does not fit gets
+/// the policy; see [`Overload`].
+///
+/// Each read takes at most [`Config::read_size`] bytes (and at most
+/// [`Config::max_frame`]), so a line grows by at most one read at a time:
+/// from the read that may push a line over the limit on, the reader keeps a
+/// bounded head and tail of it ([`OVERSIZE_GLIMPSE`] bytes each, cut from
+/// the bytes it reads) and, if the framer discards it as oversize, recovers
+/// the id of the response it was (see [`SkippedFrame::Oversize`]).
 ///
 /// * Responses go straight to the request waiting for them (inside a
 ///   [`Session`](super::Session)), never through the queue. A standalone
@@ -150,6 +177,23 @@ pub struct Reader {
     pending: Option<Arc<Pending>>,
     writer: Option<Writer>,
     warned_overload: bool,
+    /// The head and tail of a long line that may pass (or passed) the limit.
+    glimpse: Option<Glimpse>,
+    /// While an oversize frame is discarded: `discarded_bytes` before it.
+    discard_base: Option<u64>,
+}
+
+impl Glimpse {
+    /// Keeps the bytes of a chunk just read that continue the line: up to
+    /// its `\n`, if the chunk has one.
+    fn push_line(&mut self, chunk: &[u8]) {
+        if self.ended {
+            return;
+        }
+        let end = chunk.iter().position(|&b| b == b'\n');
+        self.kept.push(&chunk[..end.unwrap_or(chunk.len())]);
+        self.ended = end.is_some();
+    }
 }
 
 impl Reader {
@@ -161,7 +205,16 @@ impl Reader {
     /// A reader that counts into `metrics`.
     pub fn with_metrics(config: ReaderConfig, inbound: mpsc::Sender<Inbound>, metrics: Arc<Metrics>) -> Reader {
         let dispatch = Dispatch::new(inbound, config.overload, Arc::clone(&metrics));
-        Reader { config, dispatch, metrics, pending: None, writer: None, warned_overload: false }
+        Reader {
+            config,
+            dispatch,
+            metrics,
+            pending: None,
+            writer: None,
+            warned_overload: false,
+            glimpse: None,
+            discard_base: None,
+        }
     }
 
     /// Routes responses to `pending` and sends overload replies through
@@ -189,8 +242,18 @@ impl Reader {
     /// (an oversize frame under `Fail`, an overload under `EndSession`).
     pub async fn run<R: AsyncRead + Unpin>(mut self, mut stdout: R) -> ReaderReport {
         let mut framer = Framer::new(self.config.framer);
+        // Each read takes at most this much: a line grows by at most one read
+        // at a time, so its head is kept before the read that may push it over
+        // the limit, and no line starts and passes the limit within one read.
+        let read_cap = self.config.framer.read_size.max(1).min(self.config.framer.max_frame.max(1));
         let end = loop {
-            let read = stdout.read(framer.spare()).await;
+            self.watch_long_line(&framer, read_cap);
+            let spare = framer.spare();
+            let cap = spare.len().min(read_cap);
+            let read = stdout.read(&mut spare[..cap]).await;
+            if let (Ok(n), Some(glimpse)) = (&read, &mut self.glimpse) {
+                glimpse.push_line(&spare[..*n]);
+            }
             let eof = match read {
                 Ok(0) => true,
                 Ok(n) => {
@@ -211,13 +274,48 @@ impl Reader {
             if let Err(end) = self.drain(&mut framer).await {
                 break end;
             }
-            self.metrics.publish_framer(framer.stats());
+            if self.glimpse.as_ref().is_some_and(|glimpse| glimpse.ended && !glimpse.oversize) {
+                // The long line ended within the limit.
+                self.glimpse = None;
+            }
+            self.publish(&framer);
             if eof {
                 break ReaderEnd::Eof;
             }
         };
-        self.metrics.publish_framer(framer.stats());
+        self.publish(&framer);
         ReaderReport { end, stats: *framer.stats() }
+    }
+
+    /// Mirrors the framer's counters into the metrics, with an oversize frame
+    /// still being discarded counted as in progress, not yet as discarded.
+    fn publish(&self, framer: &Framer) {
+        let in_progress = match self.discard_base {
+            Some(base) if framer.is_discarding() => framer.stats().discarded_bytes - base,
+            _ => 0,
+        };
+        self.metrics.publish_framer(framer.stats(), framer.is_discarding().then_some(in_progress));
+    }
+
+    /// Before a read: if the current line (the bytes buffered after the last
+    /// drain) plus one read may pass the transport limit, starts keeping its
+    /// head and tail (or goes on keeping them).
+    fn watch_long_line(&mut self, framer: &Framer, read_cap: usize) {
+        if framer.is_discarding() {
+            return;
+        }
+        let partial = framer.buffered_bytes();
+        if partial.len().saturating_add(read_cap) <= self.config.framer.max_frame {
+            self.glimpse = None;
+            return;
+        }
+        let start = framer.stats().bytes_in - partial.len() as u64;
+        if self.glimpse.as_ref().is_some_and(|glimpse| glimpse.start == start && !glimpse.ended) {
+            return;
+        }
+        let mut kept = Previewer::new(Keep::HeadAndTail { head: OVERSIZE_GLIMPSE, tail: OVERSIZE_GLIMPSE });
+        kept.push(partial);
+        self.glimpse = Some(Glimpse { kept, start, oversize: false, ended: false });
     }
 
     /// Handles every event the framer has.
@@ -231,14 +329,24 @@ impl Reader {
                     tracing::warn!(
                         "a frame passed the transport limit ({seen} bytes seen, limit {max}): discarding it"
                     );
+                    self.discard_base = Some(framer.stats().discarded_bytes - seen);
+                    if let Some(glimpse) = &mut self.glimpse {
+                        // Ours only if it saw exactly the frame's bytes so far.
+                        glimpse.oversize = glimpse.kept.total_bytes() == seen;
+                    }
                     None
                 }
                 Ok(Some(Event::OversizeSkipped { len })) => {
-                    tracing::warn!("discarded an oversize frame of {len} bytes; reading goes on");
-                    self.report(SkippedFrame::Oversize { len });
+                    self.discard_base = None;
+                    let id = self.recover_id(len);
+                    tracing::warn!("discarded an oversize frame of {len} bytes (id {id:?}); reading goes on");
+                    self.oversize_response(len, id.as_ref());
+                    self.report(SkippedFrame::Oversize { len, id });
                     None
                 }
                 Ok(Some(Event::Truncated { len, oversize })) => {
+                    self.discard_base = None;
+                    self.glimpse = None;
                     tracing::warn!("stdout closed in the middle of a frame: {len} bytes truncated");
                     self.report(SkippedFrame::Truncated { len, oversize });
                     None
@@ -251,6 +359,49 @@ impl Reader {
             if let Some(item) = item {
                 self.deliver(item).await?;
             }
+        }
+    }
+
+    /// The id of the oversize frame of `len` bytes just discarded, from the
+    /// head and tail kept of it, if it can be told safely.
+    fn recover_id(&mut self, len: u64) -> Option<OwnedId> {
+        let glimpse = self.glimpse.take().filter(|glimpse| glimpse.oversize)?;
+        // `len` leaves out a stripped `\r`; the glimpse has every raw byte.
+        let total = glimpse.kept.total_bytes();
+        if total != len && total != len + 1 {
+            return None;
+        }
+        let preview = glimpse.kept.preview();
+        envelope::recover_response_id(preview.head(), preview.tail(), total)
+    }
+
+    /// Fails the request an oversize response answered, at once; otherwise
+    /// lets every waiting request know one was skipped.
+    fn oversize_response(&mut self, len: u64, id: Option<&OwnedId>) {
+        let Some(pending) = &self.pending else { return };
+        let max = self.config.framer.max_frame as u64;
+        let waiter = match id {
+            Some(Id::Number(id)) => match pending.take(*id) {
+                Lookup::Waiting(waiter) => Some((*id, waiter)),
+                Lookup::Late => {
+                    bump(&self.metrics.late_responses);
+                    None
+                }
+                Lookup::Unknown => None,
+            },
+            _ => None,
+        };
+        match waiter {
+            Some((id, waiter)) => {
+                bump(&self.metrics.oversize_responses);
+                tracing::warn!(
+                    "request {id} ({}) failed: its response of {len} bytes is over the limit",
+                    waiter.method
+                );
+                let error = RequestError::Oversize { method: waiter.method.clone(), len, max };
+                let _ = waiter.reply.send(Err(error));
+            }
+            None => pending.note_oversize(),
         }
     }
 
@@ -326,9 +477,13 @@ impl Reader {
     /// Queues a message, applying the overload policy if the queue stays
     /// full.
     async fn deliver(&mut self, mut item: Inbound) -> Result<(), ReaderEnd> {
+        if self.dispatch.is_closed() {
+            self.unconsumed(item);
+            return Ok(());
+        }
         let queued = match &mut item {
             Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
-                self.dispatch.reserve(received.frame().len()).map(|queued| received.hold(queued))
+                self.dispatch.reserve(received.frame().len()).await.map(|queued| received.hold(queued))
             }
             Inbound::Skipped(_) => Some(()),
         };
@@ -340,6 +495,11 @@ impl Reader {
             Offer::Delivered => {
                 bump(&self.metrics.delivered);
                 self.warned_overload &= self.dispatch.is_overloaded();
+                self.dispatch.after_delivery().await;
+                return Ok(());
+            }
+            Offer::Closed(item) => {
+                self.unconsumed(item);
                 return Ok(());
             }
             Offer::Refused(item) => item,
@@ -348,7 +508,7 @@ impl Reader {
         if !self.warned_overload {
             self.warned_overload = true;
             tracing::warn!(
-                "inbound queue full (wait budget per episode {:?}, at most {} bytes held) or closed: \
+                "inbound queue full (wait budget per episode {:?}, at most {} bytes held): \
                  applying the overload policy {policy:?}",
                 self.config.overload.max_wait,
                 self.config.overload.max_queued_bytes
@@ -370,6 +530,23 @@ impl Reader {
         bump(&self.metrics.overload_dropped);
         tracing::debug!("dropped by the overload policy: {item:?}");
         Ok(())
+    }
+
+    /// A message nobody will receive (the application dropped its receiver):
+    /// a server request is answered "method not found" (this host takes no
+    /// server requests), anything else is dropped; both are counted in
+    /// `unconsumed`, never as overload.
+    fn unconsumed(&mut self, item: Inbound) {
+        bump(&self.metrics.unconsumed);
+        if let (Inbound::Request(request), Some(writer)) = (&item, &self.writer)
+            && let Some(id) = request.id()
+        {
+            if !writer.try_write(outgoing::error_response(id, METHOD_NOT_FOUND, NO_CONSUMER_MESSAGE)) {
+                tracing::warn!("could not queue the answer to server request {id}: the writer is gone or full");
+            }
+            return;
+        }
+        tracing::trace!("no consumer for {item:?}");
     }
 }
 
@@ -406,7 +583,9 @@ mod tests {
         while let Ok(item) = rx.try_recv() {
             items.push(item);
         }
-        assert!(matches!(&items[0], Inbound::Skipped(SkippedFrame::Oversize { len }) if *len == big.len() as u64));
+        assert!(
+            matches!(&items[0], Inbound::Skipped(SkippedFrame::Oversize { len, id: None }) if *len == big.len() as u64)
+        );
         assert!(
             matches!(&items[1], Inbound::Skipped(SkippedFrame::NotJson { len: 15, excerpt }) if excerpt.to_text() == "not json at all")
         );

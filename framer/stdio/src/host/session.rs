@@ -13,14 +13,16 @@ use serde::Serialize;
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use super::inbound::{Inbound, Received};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::outgoing;
+use super::overload::DEFAULT_INBOUND_CAPACITY;
 use super::pending::Pending;
 use super::reader::{Reader, ReaderConfig};
 use super::stderr::{StderrLog, StderrTail, drain_stderr};
-use super::supervisor::{Reason, Signal, Supervisor};
+use super::supervisor::{Reason, Signal, Supervisor, stop_child};
 use super::writer::{WriteError, Writer};
 use crate::counter::bump;
 use crate::{Keep, Preview};
@@ -92,7 +94,7 @@ impl ShutdownConfig {
 /// let config = SessionConfig::default()
 ///     .with_reader(ReaderConfig::default().with_framer(framer).with_overload(overload))
 ///     .with_request_timeout(Duration::from_secs(30));
-/// assert_eq!(config.inbound_capacity, 4096);
+/// assert_eq!(config.reader.overload.max_queued_bytes, 64 << 20); // the queue is bounded by bytes
 /// assert_eq!(config.reader.framer.max_frame, 8 << 20);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,19 +103,22 @@ pub struct SessionConfig {
     /// The stdout reader: transport limit, oversize policy, overload policy.
     pub reader: ReaderConfig,
     /// Capacity of the inbound queue (server requests and notifications), in
-    /// messages. Default 4096: more than one 64 KiB read can carry (the
-    /// smallest JSON-RPC notification is about 40 bytes), so a read's burst
-    /// fits while the application keeps up. With the default
-    /// [`Overload`](super::Overload) (no wait), the messages of a burst beyond
-    /// this many, arriving faster than the application takes them, get the
-    /// overload policy. Memory is bounded separately, in bytes, by
-    /// [`Overload::max_queued_bytes`](super::Overload::max_queued_bytes).
+    /// messages. Default [`DEFAULT_INBOUND_CAPACITY`](super::DEFAULT_INBOUND_CAPACITY):
+    /// no count limit in practice, so the queue is bounded by bytes,
+    /// [`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)
+    /// (64 MiB), and a burst of small messages fits while the application
+    /// keeps up. A smaller capacity adds a count limit; messages beyond it,
+    /// arriving faster than the application takes them, get the overload
+    /// policy. Values above the default are clamped to it.
     pub inbound_capacity: usize,
     /// How long a request waits for its response before it fails and a
-    /// `notifications/cancelled` is sent. Default 60 s.
+    /// `notifications/cancelled` is sent. Default 60 s. The deadline runs
+    /// from when the request was written, whether or not anyone awaits its
+    /// [`PendingRequest`].
     pub request_timeout: Duration,
     /// How long one frame may take to be written to the child's stdin.
-    /// Default 10 s.
+    /// Default 10 s. A write that takes longer ends the session
+    /// ([`CloseReason::StdinStalled`]).
     pub write_timeout: Duration,
     /// Bytes of stderr kept for diagnostics (the tail of a [`Preview`](crate::Preview),
     /// cut at a character boundary). Default 64 KiB.
@@ -135,7 +140,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             reader: ReaderConfig::default(),
-            inbound_capacity: 4096,
+            inbound_capacity: DEFAULT_INBOUND_CAPACITY,
             request_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
             stderr_tail: 64 * 1024,
@@ -222,6 +227,11 @@ pub enum CloseReason {
     Overloaded,
     /// Reading the server's stdout failed; the server was killed.
     ReadFailed(Arc<io::Error>),
+    /// The server stopped reading its stdin: a frame could not be written
+    /// within [`SessionConfig::write_timeout`]. Every pending request failed
+    /// at once and the server was stopped as [`Session::shutdown`] does
+    /// (stdin closed, SIGTERM, SIGKILL, per [`SessionConfig::shutdown`]).
+    StdinStalled(WriteError),
     /// [`Session::shutdown`] was called.
     Shutdown,
 }
@@ -236,6 +246,12 @@ impl fmt::Display for CloseReason {
                 f.write_str("session ended on purpose: the application did not take messages; the server was killed")
             }
             CloseReason::ReadFailed(e) => write!(f, "reading the server's stdout failed ({e}); the server was killed"),
+            CloseReason::StdinStalled(e) => {
+                write!(
+                    f,
+                    "session ended on purpose: the server stopped reading its stdin ({e}); the server was stopped"
+                )
+            }
             CloseReason::Shutdown => f.write_str("the session was shut down"),
         }
     }
@@ -307,9 +323,10 @@ pub enum RequestError {
         /// included), boxed to keep the error small.
         response: Box<Received>,
     },
-    /// No response within the timeout. `notifications/cancelled` was sent
-    /// (`cancellation_sent`), except for `initialize`, which is never
-    /// cancelled; a late response will be drained, counted and ignored.
+    /// No response within the timeout, counted from when the request was
+    /// written. `notifications/cancelled` was sent (`cancellation_sent`),
+    /// except for `initialize`, which is never cancelled; a late response
+    /// will be drained, counted and ignored.
     TimedOut {
         /// The request's method.
         method: Box<str>,
@@ -317,6 +334,21 @@ pub enum RequestError {
         after: Duration,
         /// Whether `notifications/cancelled` was queued.
         cancellation_sent: bool,
+        /// Oversize frames skipped while it waited whose id could not be
+        /// recovered: one of them may have been its response.
+        oversize_skipped: u64,
+    },
+    /// Its response passed the transport limit
+    /// ([`Config::max_frame`](mcp_framer::Config::max_frame)) and was
+    /// discarded; its id was recovered from the frame's head or tail, so the
+    /// request failed at once. No cancellation is sent: it was answered.
+    Oversize {
+        /// The request's method.
+        method: Box<str>,
+        /// The response frame's exact length in bytes.
+        len: u64,
+        /// The transport limit in bytes.
+        max: u64,
     },
     /// [`Session::cancel`] cancelled it.
     Cancelled {
@@ -351,9 +383,25 @@ impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RequestError::Rpc { code, message, .. } => write!(f, "the server answered with error {code}: {message}"),
-            RequestError::TimedOut { method, after, cancellation_sent } => {
+            RequestError::TimedOut { method, after, cancellation_sent, oversize_skipped } => {
                 write!(f, "{method} got no response within {after:?}")?;
-                if *cancellation_sent { f.write_str("; cancellation sent") } else { Ok(()) }
+                if *cancellation_sent {
+                    f.write_str("; cancellation sent")?;
+                }
+                match oversize_skipped {
+                    0 => Ok(()),
+                    n => write!(
+                        f,
+                        "; {n} oversize frame(s) were skipped while it waited (their ids could not be recovered): \
+                         one may have been its response"
+                    ),
+                }
+            }
+            RequestError::Oversize { method, len, max } => {
+                write!(
+                    f,
+                    "the response to {method} was {len} bytes, over the transport limit of {max} bytes; discarded"
+                )
             }
             RequestError::Cancelled { reason } => write!(f, "cancelled: {reason}"),
             RequestError::Closed(closed) => write!(f, "{closed}"),
@@ -400,19 +448,55 @@ impl Shared {
         }
         queued
     }
+
+    /// Request `id`'s deadline passed: fails it with
+    /// [`RequestError::TimedOut`] and sends the cancellation (not for
+    /// `initialize`), if it is still waiting.
+    fn expire(&self, id: i64, after: Duration) {
+        let Some(waiter) = self.pending.abandon(id) else { return };
+        let cancellation_sent = &*waiter.method != INITIALIZE && {
+            let reason = format!("timed out after {after:?}");
+            let queued = self.writer.try_write(outgoing::cancelled(&Id::Number(id), &reason));
+            if queued {
+                bump(&self.metrics.cancellations_sent);
+            }
+            queued
+        };
+        bump(&self.metrics.timeouts);
+        let oversize_skipped = self.pending.oversize_since(waiter.oversize_mark);
+        let error =
+            RequestError::TimedOut { method: waiter.method.clone(), after, cancellation_sent, oversize_skipped };
+        let _ = waiter.reply.send(Err(error));
+    }
+}
+
+/// Arms request `id`'s deadline: `after` from `sent`. The timer holds the
+/// session weakly, and the pending table stops it once the request is no
+/// longer waiting.
+fn arm(shared: &Arc<Shared>, id: i64, sent: Instant, after: Duration) {
+    let weak = Arc::downgrade(shared);
+    let timer = tokio::spawn(async move {
+        tokio::time::sleep_until(sent + after).await;
+        if let Some(shared) = weak.upgrade() {
+            shared.expire(id, after);
+        }
+    });
+    shared.pending.arm(id, timer.abort_handle());
 }
 
 /// A request that was written and waits for its response. Get the outcome
-/// with [`response`](PendingRequest::response). Dropping it before the
-/// outcome gives up on the request and sends `notifications/cancelled`
-/// (except for `initialize`).
+/// with [`response`](PendingRequest::response). Its deadline runs from when
+/// it was written, whether or not `response` is awaited: at the deadline the
+/// request fails, `notifications/cancelled` is sent (except for
+/// `initialize`) and its pending entry is freed. Dropping it before the
+/// outcome gives up on the request and sends `notifications/cancelled` too.
 #[derive(Debug)]
 #[must_use = "dropping a PendingRequest cancels the request"]
 pub struct PendingRequest {
     id: i64,
-    method: Box<str>,
     outcome: oneshot::Receiver<Result<Received, RequestError>>,
-    timeout: Duration,
+    /// When it was written: its deadline runs from here.
+    sent: Instant,
     shared: Arc<Shared>,
     finished: bool,
 }
@@ -423,36 +507,29 @@ impl PendingRequest {
         self.id
     }
 
-    /// Replaces the session's request timeout for this request.
-    pub fn with_timeout(mut self, timeout: Duration) -> PendingRequest {
-        self.timeout = timeout;
+    /// Replaces the session's request timeout for this request. The new
+    /// deadline still runs from when the request was written (a deadline
+    /// already past fails it at once).
+    pub fn with_timeout(self, timeout: Duration) -> PendingRequest {
+        arm(&self.shared, self.id, self.sent, timeout);
         self
     }
 
-    /// Waits for the response, at most the timeout. On timeout the request
-    /// is given up and `notifications/cancelled` is sent with the reason
-    /// "timed out after …" (never for `initialize`).
+    /// Waits for the outcome: the response, or the failure at the deadline
+    /// (the request was then given up and `notifications/cancelled` sent
+    /// with the reason "timed out after …", never for `initialize`), or the
+    /// end of the session.
     pub async fn response(mut self) -> Result<Received, RequestError> {
-        let outcome = tokio::time::timeout(self.timeout, &mut self.outcome).await;
+        let outcome = (&mut self.outcome).await;
         self.finished = true;
         match outcome {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(RequestError::Closed(
+            Ok(outcome) => outcome,
+            Err(_) => Err(RequestError::Closed(
                 self.shared
                     .pending
                     .closed()
                     .unwrap_or_else(|| Arc::new(Closed::new(CloseReason::Shutdown, None, String::new()))),
             )),
-            Err(_) => {
-                let reason = format!("timed out after {:?}", self.timeout);
-                let cancellation_sent = self.shared.give_up(self.id, &reason);
-                // The response may have raced in just before giving up.
-                if let Ok(outcome) = self.outcome.try_recv() {
-                    return outcome;
-                }
-                bump(&self.shared.metrics.timeouts);
-                Err(RequestError::TimedOut { method: self.method.clone(), after: self.timeout, cancellation_sent })
-            }
         }
     }
 }
@@ -555,8 +632,10 @@ pub struct Session {
 impl Session {
     /// Spawns `command` as an MCP server on stdio. Returns the session and
     /// the queue of server requests, notifications and reports (see
-    /// [`Inbound`]). Consume the queue, or drop it: a dropped queue counts as
-    /// always full, so the overload policy applies to everything.
+    /// [`Inbound`]). Consume the queue, or drop it: a host that drops it
+    /// takes no server requests (each is answered -32601, method not found,
+    /// saying so) and no notifications; both are counted in
+    /// [`unconsumed`](MetricsSnapshot::unconsumed), never as overload.
     pub fn spawn(mut command: Command, config: SessionConfig) -> io::Result<(Session, mpsc::Receiver<Inbound>)> {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         if config.process_group {
@@ -572,8 +651,10 @@ impl Session {
         let metrics = Arc::new(Metrics::default());
         let pending = Arc::new(Pending::default());
         let tail = Arc::new(StderrTail::new(config.stderr_tail));
-        let (writer, writer_task) = Writer::spawn(stdin, config.write_timeout, Arc::clone(&metrics));
-        let (inbound, queue) = mpsc::channel(config.inbound_capacity.max(1));
+        let (stalled_tx, stalled) = oneshot::channel();
+        let (writer, writer_task) =
+            Writer::spawn_watched(stdin, config.write_timeout, Arc::clone(&metrics), Some(stalled_tx));
+        let (inbound, queue) = mpsc::channel(config.inbound_capacity.clamp(1, DEFAULT_INBOUND_CAPACITY));
         let reader = Reader::with_metrics(config.reader, inbound, Arc::clone(&metrics))
             .for_session(Arc::clone(&pending), writer.clone())
             .spawn(stdout);
@@ -598,6 +679,9 @@ impl Session {
                 closed: closed_tx,
                 grace: config.exit_grace,
                 session_gone: false,
+                stalled,
+                writer: writer.clone(),
+                steps: config.shutdown,
             }
             .run(),
         );
@@ -621,20 +705,16 @@ impl Session {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let frame = outgoing::ENCODER.request(&Id::Number(id), method, params).map_err(RequestError::Encode)?;
         let outcome = self.shared.pending.insert(id, method).map_err(RequestError::Closed)?;
-        let mut request = PendingRequest {
-            id,
-            method: method.into(),
-            outcome,
-            timeout: self.config.request_timeout,
-            shared: Arc::clone(&self.shared),
-            finished: false,
-        };
+        let mut request =
+            PendingRequest { id, outcome, sent: Instant::now(), shared: Arc::clone(&self.shared), finished: false };
         if let Err(e) = self.shared.writer.write(frame).await {
             // Never (wholly) sent: nothing to cancel.
             request.finished = true;
             self.shared.pending.abandon(id);
             return Err(RequestError::Write(e));
         }
+        request.sent = Instant::now();
+        arm(&self.shared, id, request.sent, self.config.request_timeout);
         bump(&self.shared.metrics.requests_sent);
         Ok(request)
     }
@@ -707,42 +787,13 @@ impl Session {
         }
     }
 
-    /// Waits at most `bound` for the child to be reaped.
-    async fn exited_within(&self, bound: Duration) -> bool {
-        let mut exit = self.exit.clone();
-        tokio::time::timeout(bound, exit.wait_for(Option::is_some)).await.is_ok_and(|waited| waited.is_ok())
-    }
-
     /// Ends the session as the MCP spec says: close the server's stdin, wait,
     /// SIGTERM, wait, SIGKILL, wait (each wait per [`ShutdownConfig`]).
     /// Pending requests fail with [`CloseReason::Shutdown`]. The final
     /// metrics are logged at `DEBUG` and returned.
     pub async fn shutdown(self) -> ShutdownReport {
         self.reason.set(CloseReason::Shutdown);
-        let steps = self.config.shutdown;
-        let writer = self.shared.writer.clone();
-        let close_stdin_and_wait = async {
-            writer.close().await;
-            let mut exit = self.exit.clone();
-            exit.wait_for(Option::is_some).await.is_ok()
-        };
-        let stage = if self.exit.borrow().is_some() {
-            ShutdownStage::AlreadyExited
-        } else if tokio::time::timeout(steps.after_stdin, close_stdin_and_wait).await.unwrap_or(false) {
-            ShutdownStage::StdinClosed
-        } else {
-            let _ = self.signals.send(Signal::Term).await;
-            if self.exited_within(steps.after_term).await {
-                ShutdownStage::Terminated
-            } else {
-                let _ = self.signals.send(Signal::Kill).await;
-                if self.exited_within(steps.after_kill).await {
-                    ShutdownStage::Killed
-                } else {
-                    ShutdownStage::StillRunning
-                }
-            }
-        };
+        let stage = stop_child(&self.shared.writer, &self.exit, &self.signals, self.config.shutdown).await;
         // Let the supervisor close the pending table with the final status.
         let _ = tokio::time::timeout(self.config.exit_grace * 2, self.wait_closed()).await;
         // Whatever still holds stdout or stderr open (a grandchild) is no

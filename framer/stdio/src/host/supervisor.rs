@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal as RawSignal, kill_process, kill_process_group};
 use tokio::process::Child;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
 use super::pending::Pending;
 use super::reader::{ReaderEnd, ReaderReport};
-use super::session::{CloseReason, Closed};
+use super::session::{CloseReason, Closed, ShutdownConfig, ShutdownStage};
 use super::stderr::StderrTail;
+use super::writer::{WriteError, Writer};
 
 /// A signal for the child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,45 @@ pub(crate) struct Supervisor {
     pub(crate) grace: Duration,
     /// The session was dropped (its signal channel closed).
     pub(crate) session_gone: bool,
+    /// The writer's report of the first write that timed out.
+    pub(crate) stalled: oneshot::Receiver<WriteError>,
+    /// The writer, to close stdin when the session ends on a stall.
+    pub(crate) writer: Writer,
+    /// The shutdown sequence's waits, for a session ended on a stall.
+    pub(crate) steps: ShutdownConfig,
+}
+
+/// The shutdown sequence, for [`Session::shutdown`](super::Session::shutdown)
+/// and for a session that ends because the server stopped reading its
+/// stdin: close stdin and wait, SIGTERM and wait, SIGKILL and wait, each
+/// wait per `steps`. `signals` reaches the supervisor.
+pub(crate) async fn stop_child(
+    writer: &Writer,
+    exit: &watch::Receiver<Option<ExitStatus>>,
+    signals: &mpsc::Sender<Signal>,
+    steps: ShutdownConfig,
+) -> ShutdownStage {
+    let exited_within = async |bound: Duration| {
+        let mut exit = exit.clone();
+        tokio::time::timeout(bound, exit.wait_for(Option::is_some)).await.is_ok_and(|waited| waited.is_ok())
+    };
+    if exit.borrow().is_some() {
+        return ShutdownStage::AlreadyExited;
+    }
+    let close_stdin_and_wait = async {
+        writer.close().await;
+        let mut exit = exit.clone();
+        exit.wait_for(Option::is_some).await.is_ok()
+    };
+    if tokio::time::timeout(steps.after_stdin, close_stdin_and_wait).await.unwrap_or(false) {
+        return ShutdownStage::StdinClosed;
+    }
+    let _ = signals.send(Signal::Term).await;
+    if exited_within(steps.after_term).await {
+        return ShutdownStage::Terminated;
+    }
+    let _ = signals.send(Signal::Kill).await;
+    if exited_within(steps.after_kill).await { ShutdownStage::Killed } else { ShutdownStage::StillRunning }
 }
 
 impl Supervisor {
@@ -71,6 +111,10 @@ impl Supervisor {
         let mut status: Option<ExitStatus> = None;
         let mut reader_done = false;
         let mut deadline: Option<Instant> = None;
+        let mut stall_seen = false;
+        // Signals from the stop sequence of a session ended on a stall.
+        let (stop_tx, mut stop_rx) = mpsc::channel(2);
+        let mut stop_tx = Some(stop_tx);
         while status.is_none() || !reader_done {
             let grace = async {
                 match deadline {
@@ -80,6 +124,13 @@ impl Supervisor {
             };
             tokio::select! {
                 signal = self.signals.recv(), if !self.session_gone => self.on_signal(signal),
+                Some(signal) = stop_rx.recv() => self.signal(signal),
+                stalled = &mut self.stalled, if !stall_seen => {
+                    stall_seen = true;
+                    if let (Ok(error), Some(stop)) = (stalled, stop_tx.take()) {
+                        self.end_on_stall(error, stop);
+                    }
+                }
                 waited = self.child.wait(), if status.is_none() => {
                     status = Some(self.reaped(waited));
                     deadline.get_or_insert_with(|| Instant::now() + self.grace);
@@ -115,6 +166,7 @@ impl Supervisor {
         while status.is_none() {
             tokio::select! {
                 signal = self.signals.recv(), if !self.session_gone => self.on_signal(signal),
+                Some(signal) = stop_rx.recv() => self.signal(signal),
                 waited = self.child.wait() => status = Some(self.reaped(waited)),
             }
         }
@@ -122,6 +174,23 @@ impl Supervisor {
             self.reader.abort();
             self.stderr.abort();
         }
+    }
+
+    /// The server stopped reading its stdin: the session ends now (every
+    /// pending request fails at once, with that reason), and the child is
+    /// stopped by the shutdown sequence, whose signals come back on `stop`.
+    fn end_on_stall(&mut self, error: WriteError, stop: mpsc::Sender<Signal>) {
+        self.reason.set(CloseReason::StdinStalled(error));
+        let reason = self.reason.get().unwrap_or(CloseReason::Shutdown);
+        let closed = Arc::new(Closed::new(reason, None, self.tail.text()));
+        tracing::warn!("{closed}");
+        self.pending.close(Arc::clone(&closed));
+        self.closed.send_replace(Some(closed));
+        let (writer, exit, steps) = (self.writer.clone(), self.exit.subscribe(), self.steps);
+        tokio::spawn(async move {
+            let stage = stop_child(&writer, &exit, &stop, steps).await;
+            tracing::debug!("the server that stopped reading its stdin was stopped: {stage:?}");
+        });
     }
 
     /// Handles what came on the signal channel: `None` means the session was

@@ -77,12 +77,27 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the writer task on `stdin`. Each frame must be written within
     /// `timeout`.
+    #[cfg(test)]
     pub(crate) fn spawn<W>(stdin: W, timeout: Duration, metrics: Arc<Metrics>) -> (Writer, JoinHandle<()>)
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        Writer::spawn_watched(stdin, timeout, metrics, None)
+    }
+
+    /// [`spawn`](Writer::spawn), and reports the first write that timed out
+    /// (the child stopped reading its stdin) on `stalled`.
+    pub(crate) fn spawn_watched<W>(
+        stdin: W,
+        timeout: Duration,
+        metrics: Arc<Metrics>,
+        stalled: Option<oneshot::Sender<WriteError>>,
+    ) -> (Writer, JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(run(stdin, queue, timeout, metrics));
+        let task = tokio::spawn(run(stdin, queue, timeout, metrics, stalled));
         (Writer { jobs }, task)
     }
 
@@ -112,7 +127,13 @@ impl Writer {
 }
 
 /// The writer task: frames in order, whole, each within `timeout`.
-async fn run<W: AsyncWrite + Unpin>(stdin: W, mut jobs: mpsc::Receiver<Job>, timeout: Duration, metrics: Arc<Metrics>) {
+async fn run<W: AsyncWrite + Unpin>(
+    stdin: W,
+    mut jobs: mpsc::Receiver<Job>,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+    mut stalled: Option<oneshot::Sender<WriteError>>,
+) {
     let mut stdin = Some(stdin);
     let mut broken = false;
     while let Some(job) = jobs.recv().await {
@@ -129,6 +150,9 @@ async fn run<W: AsyncWrite + Unpin>(stdin: W, mut jobs: mpsc::Receiver<Job>, tim
                     // a timeout before the first byte does not.
                     broken |= !matches!(e, WriteError::TimedOut { written: 0, .. } | WriteError::Closed);
                     tracing::warn!("{e}");
+                    if let (WriteError::TimedOut { .. }, Some(stalled)) = (e, stalled.take()) {
+                        let _ = stalled.send(e.clone());
+                    }
                 }
                 if let Some(done) = done {
                     let _ = done.send(result);

@@ -1,0 +1,57 @@
+//! A server that stops reading its stdin ends the session: the write that
+//! timed out fails, every pending request fails at once with a reason that
+//! says the server stopped reading its stdin, `closed()` says so, and the
+//! child is stopped by the shutdown sequence (here it ignores its closed
+//! stdin, so SIGTERM ends it).
+
+mod host_support;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use host_support::{config, eventually, fixture, tool, watchdog};
+use mcp_framer_stdio::host::{CloseReason, RequestError, Session, WriteError};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_write_stall_ends_the_session_and_stops_the_child() {
+    watchdog("write stall", async {
+        let write_timeout = Duration::from_millis(500);
+        // Inline dispatch: while `slow_stream` runs (4 s), stdin is not read.
+        let (session, _inbound) =
+            Session::spawn(fixture(&["--dispatch", "inline"]), config().with_write_timeout(write_timeout))
+                .expect("spawn");
+        let slow = tool("slow_stream", json!({"chunks": 40, "interval_ms": 100, "chunk_bytes": 64}));
+        let stream = session.start("tools/call", &slow).await.expect("sent");
+        // One MiB to a server that reads nothing: the pipe takes 64 KiB.
+        let started = Instant::now();
+        let big = tool("echo", json!({"text": "x".repeat(1 << 20)}));
+        let stalled = session.request("tools/call", &big).await;
+        assert!(
+            matches!(&stalled, Err(RequestError::Write(WriteError::TimedOut { written, len, .. })) if written < len),
+            "{stalled:?}"
+        );
+        // The session is closed now, and says why.
+        let closed = session.closed().expect("closed at once");
+        assert!(matches!(closed.reason(), CloseReason::StdinStalled(WriteError::TimedOut { .. })), "{closed}");
+        assert!(closed.to_string().contains("stopped reading its stdin"), "{closed}");
+        // The pending request failed at once, long before its stream ends.
+        let outcome = stream.response().await;
+        assert!(
+            matches!(&outcome, Err(RequestError::Closed(c)) if matches!(c.reason(), CloseReason::StdinStalled(_))),
+            "{outcome:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // Every later request fails at once with the same reason.
+        let later = session.request("ping", &()).await;
+        assert!(matches!(&later, Err(RequestError::Closed(c)) if matches!(c.reason(), CloseReason::StdinStalled(_))));
+        // The shutdown sequence stops the child: stdin closed (ignored), then
+        // SIGTERM, each step waiting 500 ms.
+        eventually(&session, "the child was stopped", |s| s.metrics().exit_status.is_some()).await;
+        let status = session.metrics().exit_status.expect("reaped");
+        assert_eq!(status.signal(), Some(15), "{status:?}");
+        let report = session.shutdown().await;
+        assert!(report.exit_status.is_some());
+    })
+    .await;
+}
