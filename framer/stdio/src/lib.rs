@@ -42,6 +42,8 @@ mod preview;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
+#[cfg(any(feature = "host", feature = "server"))]
+mod setters;
 
 #[cfg(any(feature = "host", feature = "server"))]
 pub use preview::{Keep, Preview, Previewer};

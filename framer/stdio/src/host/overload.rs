@@ -2,6 +2,7 @@
 //! reader's wait budget for room in it (none by default), and the policy
 //! applied to a message that does not fit.
 
+use crate::setters::setters;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -178,25 +179,11 @@ impl Default for Overload {
     }
 }
 
-impl Overload {
-    /// Sets [`policy`](Overload::policy).
-    pub fn with_policy(mut self, policy: OverloadPolicy) -> Overload {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets [`max_wait`](Overload::max_wait).
-    pub fn with_max_wait(mut self, max_wait: Duration) -> Overload {
-        self.max_wait = max_wait;
-        self
-    }
-
-    /// Sets [`max_queued_bytes`](Overload::max_queued_bytes).
-    pub fn with_max_queued_bytes(mut self, max_queued_bytes: usize) -> Overload {
-        self.max_queued_bytes = max_queued_bytes;
-        self
-    }
-}
+setters!(Overload {
+    policy: OverloadPolicy => with_policy,
+    max_wait: Duration => with_max_wait,
+    max_queued_bytes: usize => with_max_queued_bytes,
+});
 
 /// The result of offering an item to the queue.
 #[derive(Debug)]

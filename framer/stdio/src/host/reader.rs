@@ -1,6 +1,7 @@
 //! The reader: the task that owns the server's stdout and never stops
 //! draining it.
 
+use crate::setters::setters;
 use std::io;
 use std::sync::Arc;
 
@@ -64,25 +65,11 @@ impl Default for ReaderConfig {
     }
 }
 
-impl ReaderConfig {
-    /// Sets [`framer`](ReaderConfig::framer).
-    pub fn with_framer(mut self, framer: Config) -> ReaderConfig {
-        self.framer = framer;
-        self
-    }
-
-    /// Sets [`overload`](ReaderConfig::overload).
-    pub fn with_overload(mut self, overload: Overload) -> ReaderConfig {
-        self.overload = overload;
-        self
-    }
-
-    /// Sets [`excerpt`](ReaderConfig::excerpt).
-    pub fn with_excerpt(mut self, excerpt: usize) -> ReaderConfig {
-        self.excerpt = excerpt;
-        self
-    }
-}
+setters!(ReaderConfig {
+    framer: Config => with_framer,
+    overload: Overload => with_overload,
+    excerpt: usize => with_excerpt,
+});
 
 /// Why a reader stopped.
 #[derive(Debug)]

@@ -2,6 +2,7 @@
 //! responses, timeouts and cancellation, answers to server requests, and
 //! shutdown.
 
+use crate::setters::setters;
 use std::fmt;
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -54,25 +55,13 @@ impl Default for ShutdownConfig {
     }
 }
 
+setters!(ShutdownConfig {
+    after_stdin: Duration => with_after_stdin,
+    after_term: Duration => with_after_term,
+    after_kill: Duration => with_after_kill,
+});
+
 impl ShutdownConfig {
-    /// Sets [`after_stdin`](ShutdownConfig::after_stdin).
-    pub fn with_after_stdin(mut self, after_stdin: Duration) -> ShutdownConfig {
-        self.after_stdin = after_stdin;
-        self
-    }
-
-    /// Sets [`after_term`](ShutdownConfig::after_term).
-    pub fn with_after_term(mut self, after_term: Duration) -> ShutdownConfig {
-        self.after_term = after_term;
-        self
-    }
-
-    /// Sets [`after_kill`](ShutdownConfig::after_kill).
-    pub fn with_after_kill(mut self, after_kill: Duration) -> ShutdownConfig {
-        self.after_kill = after_kill;
-        self
-    }
-
     /// Sets all three waits to `each`.
     pub fn with_each(self, each: Duration) -> ShutdownConfig {
         ShutdownConfig { after_stdin: each, after_term: each, after_kill: each }
@@ -152,61 +141,17 @@ impl Default for SessionConfig {
     }
 }
 
-impl SessionConfig {
-    /// Sets [`reader`](SessionConfig::reader).
-    pub fn with_reader(mut self, reader: ReaderConfig) -> SessionConfig {
-        self.reader = reader;
-        self
-    }
-
-    /// Sets [`inbound_capacity`](SessionConfig::inbound_capacity).
-    pub fn with_inbound_capacity(mut self, inbound_capacity: usize) -> SessionConfig {
-        self.inbound_capacity = inbound_capacity;
-        self
-    }
-
-    /// Sets [`request_timeout`](SessionConfig::request_timeout).
-    pub fn with_request_timeout(mut self, request_timeout: Duration) -> SessionConfig {
-        self.request_timeout = request_timeout;
-        self
-    }
-
-    /// Sets [`write_timeout`](SessionConfig::write_timeout).
-    pub fn with_write_timeout(mut self, write_timeout: Duration) -> SessionConfig {
-        self.write_timeout = write_timeout;
-        self
-    }
-
-    /// Sets [`stderr_tail`](SessionConfig::stderr_tail).
-    pub fn with_stderr_tail(mut self, stderr_tail: usize) -> SessionConfig {
-        self.stderr_tail = stderr_tail;
-        self
-    }
-
-    /// Sets [`stderr_log`](SessionConfig::stderr_log).
-    pub fn with_stderr_log(mut self, stderr_log: StderrLog) -> SessionConfig {
-        self.stderr_log = stderr_log;
-        self
-    }
-
-    /// Sets [`exit_grace`](SessionConfig::exit_grace).
-    pub fn with_exit_grace(mut self, exit_grace: Duration) -> SessionConfig {
-        self.exit_grace = exit_grace;
-        self
-    }
-
-    /// Sets [`shutdown`](SessionConfig::shutdown).
-    pub fn with_shutdown(mut self, shutdown: ShutdownConfig) -> SessionConfig {
-        self.shutdown = shutdown;
-        self
-    }
-
-    /// Sets [`process_group`](SessionConfig::process_group).
-    pub fn with_process_group(mut self, process_group: bool) -> SessionConfig {
-        self.process_group = process_group;
-        self
-    }
-}
+setters!(SessionConfig {
+    reader: ReaderConfig => with_reader,
+    inbound_capacity: usize => with_inbound_capacity,
+    request_timeout: Duration => with_request_timeout,
+    write_timeout: Duration => with_write_timeout,
+    stderr_tail: usize => with_stderr_tail,
+    stderr_log: StderrLog => with_stderr_log,
+    exit_grace: Duration => with_exit_grace,
+    shutdown: ShutdownConfig => with_shutdown,
+    process_group: bool => with_process_group,
+});
 
 /// Why a session ended.
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
 //! Bounded subprocess capture.
 
+use crate::setters::setters;
 use std::fmt::{self, Write as _};
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -37,19 +38,12 @@ impl Default for CaptureOptions {
     }
 }
 
+setters!(CaptureOptions {
+    stdout: Keep => with_stdout,
+    stderr: Keep => with_stderr,
+});
+
 impl CaptureOptions {
-    /// Sets [`stdout`](CaptureOptions::stdout).
-    pub fn with_stdout(mut self, stdout: Keep) -> CaptureOptions {
-        self.stdout = stdout;
-        self
-    }
-
-    /// Sets [`stderr`](CaptureOptions::stderr).
-    pub fn with_stderr(mut self, stderr: Keep) -> CaptureOptions {
-        self.stderr = stderr;
-        self
-    }
-
     /// Sets [`timeout`](CaptureOptions::timeout).
     pub fn with_timeout(mut self, timeout: Duration) -> CaptureOptions {
         self.timeout = Some(timeout);

@@ -66,6 +66,7 @@
 //! }
 //! ```
 
+use crate::setters::setters;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -164,49 +165,15 @@ impl Default for ServerConfig {
     }
 }
 
-impl ServerConfig {
-    /// Sets [`framer`](ServerConfig::framer).
-    pub fn with_framer(mut self, framer: Config) -> ServerConfig {
-        self.framer = framer;
-        self
-    }
-
-    /// Sets [`max_concurrent`](ServerConfig::max_concurrent).
-    pub fn with_max_concurrent(mut self, max_concurrent: usize) -> ServerConfig {
-        self.max_concurrent = max_concurrent;
-        self
-    }
-
-    /// Sets [`max_queued`](ServerConfig::max_queued).
-    pub fn with_max_queued(mut self, max_queued: usize) -> ServerConfig {
-        self.max_queued = max_queued;
-        self
-    }
-
-    /// Sets [`max_response`](ServerConfig::max_response).
-    pub fn with_max_response(mut self, max_response: usize) -> ServerConfig {
-        self.max_response = max_response;
-        self
-    }
-
-    /// Sets [`writer_queue_bytes`](ServerConfig::writer_queue_bytes).
-    pub fn with_writer_queue_bytes(mut self, writer_queue_bytes: usize) -> ServerConfig {
-        self.writer_queue_bytes = writer_queue_bytes;
-        self
-    }
-
-    /// Sets [`control_queue_bytes`](ServerConfig::control_queue_bytes).
-    pub fn with_control_queue_bytes(mut self, control_queue_bytes: usize) -> ServerConfig {
-        self.control_queue_bytes = control_queue_bytes;
-        self
-    }
-
-    /// Sets [`shutdown_grace`](ServerConfig::shutdown_grace).
-    pub fn with_shutdown_grace(mut self, shutdown_grace: Duration) -> ServerConfig {
-        self.shutdown_grace = shutdown_grace;
-        self
-    }
-}
+setters!(ServerConfig {
+    framer: Config => with_framer,
+    max_concurrent: usize => with_max_concurrent,
+    max_queued: usize => with_max_queued,
+    max_response: usize => with_max_response,
+    writer_queue_bytes: usize => with_writer_queue_bytes,
+    control_queue_bytes: usize => with_control_queue_bytes,
+    shutdown_grace: Duration => with_shutdown_grace,
+});
 
 /// An MCP server: its identity, its tools, and its limits.
 pub struct Server {
