@@ -81,7 +81,8 @@ impl CheckResult {
     /// Records a finding and lowers the verdict to `verdict` if it is worse
     /// (SKIP never lowers a verdict; use [`skip`](CheckResult::skip)).
     pub fn note(&mut self, verdict: Verdict, finding: impl Into<String>) {
-        let finding = finding.into();
+        // One finding, one line (a quoted stderr tail may hold newlines).
+        let finding = finding.into().trim_end().replace('\n', " / ");
         let finding = match verdict {
             Verdict::Pass | Verdict::Skip => finding,
             Verdict::Warn => format!("WARN: {finding}"),

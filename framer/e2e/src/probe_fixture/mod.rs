@@ -18,6 +18,9 @@
 //! | `--blocking-writes` | writes results from the reading thread, so it reads nothing while a write blocks | 7 backpressure |
 //! | `--ignore-cancel` | `slow` keeps going (and sending progress) after a cancel | 8 cancellation |
 //! | `--linger` | does not exit when stdin closes | 9 shutdown |
+//! | `--looping-cursor` | `tools/list` hands out the same `nextCursor` forever | 2 handshake |
+//! | `--drop-rest-of-read` | takes the first line of each `read(2)` and drops the rest | 5 framing |
+//! | `--exit-after-large` | exits (status 5) once it has written a `large` result | 6 response-limits (and 7) |
 //!
 //! Binary: `probe_fixture`.
 
@@ -59,6 +62,16 @@ pub struct Args {
     /// Do not exit when stdin closes (until a signal).
     #[arg(long)]
     pub linger: bool,
+    /// `tools/list` returns the same `nextCursor` on every page.
+    #[arg(long)]
+    pub looping_cursor: bool,
+    /// Take only the first line of each read from stdin and drop the rest of
+    /// the read (the classic framing bug: two messages in one read lose one).
+    #[arg(long)]
+    pub drop_rest_of_read: bool,
+    /// Exit (status 5) once a `large` result is written.
+    #[arg(long)]
+    pub exit_after_large: bool,
     /// Lines over this many bytes get a -32600 error (and are not kept in memory).
     #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
     pub request_limit: usize,
@@ -71,22 +84,34 @@ pub struct Args {
 /// from whichever thread has one (`--blocking-writes`).
 #[derive(Clone)]
 enum Out {
-    Queue(mpsc::Sender<Vec<u8>>),
+    /// Frames for the writer thread; `true` with a frame: exit (status 5)
+    /// once it is written.
+    Queue(mpsc::Sender<(Vec<u8>, bool)>),
     Direct(Arc<Mutex<io::Stdout>>),
 }
 
 impl Out {
     fn send(&self, message: &Value) {
+        self.send_then(message, false);
+    }
+
+    /// Sends `message`; with `exit`, the process exits (status 5) once it
+    /// is written.
+    fn send_then(&self, message: &Value, exit: bool) {
         let mut frame = serde_json::to_vec(message).unwrap_or_default();
         frame.push(b'\n');
         match self {
             Out::Queue(queue) => {
-                let _ = queue.send(frame);
+                let _ = queue.send((frame, exit));
             }
             Out::Direct(stdout) => {
                 let mut stdout = stdout.lock().unwrap_or_else(|e| e.into_inner());
                 let _ = stdout.write_all(&frame);
                 let _ = stdout.flush();
+                if exit {
+                    eprintln!("probe_fixture: a large result written; exiting (the --exit-after-large defect)");
+                    std::process::exit(5);
+                }
             }
         }
     }
@@ -138,12 +163,16 @@ pub fn main() -> ExitCode {
     let out = if args.blocking_writes {
         Out::Direct(Arc::new(Mutex::new(io::stdout())))
     } else {
-        let (queue, frames) = mpsc::channel::<Vec<u8>>();
+        let (queue, frames) = mpsc::channel::<(Vec<u8>, bool)>();
         thread::spawn(move || {
             let mut stdout = io::stdout().lock();
-            for frame in frames {
+            for (frame, exit) in frames {
                 if stdout.write_all(&frame).and_then(|()| stdout.flush()).is_err() {
                     return;
+                }
+                if exit {
+                    eprintln!("probe_fixture: a large result written; exiting (the --exit-after-large defect)");
+                    std::process::exit(5);
                 }
             }
         });
@@ -152,6 +181,23 @@ pub fn main() -> ExitCode {
     let cancels: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>> = Arc::default();
     let mut stdin = io::stdin().lock();
     let mut line = Vec::new();
+    if args.drop_rest_of_read {
+        let mut chunk = vec![0; 1 << 20];
+        while let Ok(n) = io::Read::read(&mut stdin, &mut chunk) {
+            if n == 0 {
+                break;
+            }
+            match chunk[..n].iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    line.extend_from_slice(&chunk[..end]);
+                    handle(&args, &out, &cancels, &line);
+                    line.clear();
+                }
+                None => line.extend_from_slice(&chunk[..n]),
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
     loop {
         let len = match read_line(&mut stdin, args.request_limit, &mut line) {
             Ok(Some(len)) => len,
@@ -236,6 +282,7 @@ fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<Atomic
         }
         "ping" => out.result(&id, json!({})),
         "tools/list" => match params.get("cursor").and_then(Value::as_str) {
+            _ if args.looping_cursor => out.result(&id, json!({"tools": [tool("large")], "nextCursor": "again"})),
             None => out.result(&id, json!({"tools": [tool("large")], "nextCursor": "page-2"})),
             Some("page-2") => out.result(&id, json!({"tools": [tool("slow")]})),
             Some(_) => out.error(&id, -32602, "Invalid params: unknown cursor"),
@@ -259,17 +306,16 @@ fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBo
         Some("large") => {
             let bytes = arguments.get("bytes").and_then(Value::as_u64).unwrap_or(1 << 20) as usize;
             let max = args.max_result;
+            let exit = args.exit_after_large;
             let large = {
                 let out = out.clone();
                 move || {
                     let sent = bytes.min(max);
-                    out.result(
-                        &id,
-                        json!({
-                            "content": [{"type": "text", "text": "x".repeat(sent)}],
-                            "structuredContent": {"bytes": sent, "truncated": sent < bytes},
-                        }),
-                    );
+                    let result = json!({
+                        "content": [{"type": "text", "text": "x".repeat(sent)}],
+                        "structuredContent": {"bytes": sent, "truncated": sent < bytes},
+                    });
+                    out.send_then(&json!({"jsonrpc": "2.0", "id": id, "result": result}), exit);
                 }
             };
             if args.blocking_writes {

@@ -136,7 +136,14 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     match ping {
         Ok(()) => result
             .info(format!("the server answered a ping within {} after that", crate::fmt_duration(args.ping_timeout))),
-        Err(e) => result.note(Verdict::Fail, format!("after its oversize frame was skipped, ping: {e}")),
+        Err(e) => {
+            let closed = tokio::time::timeout(std::time::Duration::from_millis(500), session.wait_closed()).await;
+            let exited = match closed.ok().and_then(|c| c.exit_status()) {
+                Some(status) => format!(" (the server had exited: {status})"),
+                None => String::new(),
+            };
+            result.note(Verdict::Fail, format!("after its oversize frame was skipped, ping: {e}{exited}"))
+        }
     }
     target.account("response-limits", &session, &mut inbound);
 }
