@@ -151,7 +151,11 @@ fn probe(extra: &[&str], fixture: &[&str]) -> Run {
     let watchdog = ChildWatchdog::arm(WATCHDOG, format!("mcp-probe {fixture:?}"), move || kill_tree(pid));
     let output = child.wait_with_output().expect("wait for probe_cli");
     assert!(!watchdog.disarm(), "the probe hung");
-    let text = format!("{}\n--- stderr:\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text = format!(
+        "{}\n--- stderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     let report = std::fs::read(&json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
     let _ = std::fs::remove_file(&json);
     Run { exit: output.status.code(), text, report }
@@ -245,7 +249,10 @@ fn the_well_behaved_fixture_passes_every_check() {
 #[test]
 fn a_banner_on_stdout_fails_stdout_hygiene() {
     let run = probe(&[], &["--banner"]);
-    run.only_fails("stdout-hygiene", &["60 bytes in 1 non-JSON-RPC line(s) on stdout before initialize", "probe_fixture 1.0 starting"]);
+    run.only_fails(
+        "stdout-hygiene",
+        &["60 bytes in 1 non-JSON-RPC line(s) on stdout before initialize", "probe_fixture 1.0 starting"],
+    );
     assert_eq!(run.check("stdout-hygiene")["measurements"]["pre_initialize_bytes"], 60);
 }
 
@@ -258,7 +265,10 @@ fn a_looping_cursor_fails_the_handshake() {
 #[test]
 fn no_reply_to_malformed_input_fails_bad_input() {
     let run = probe(&[], &["--silent-on-malformed"]);
-    run.only_fails("bad-input", &["a line that is not JSON: answered with nothing", "a JSON array: answered with nothing"]);
+    run.only_fails(
+        "bad-input",
+        &["a line that is not JSON: answered with nothing", "a JSON array: answered with nothing"],
+    );
     // The server stayed alive: the unknown method still got its -32601.
     assert!(run.evidence("bad-input").contains("an unknown method: error -32601"));
 }

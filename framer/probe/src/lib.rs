@@ -9,7 +9,7 @@
 //! Nine checks, each run against a fresh server process (in its own process
 //! group, killed at the end): stdout hygiene, handshake, bad input, incoming
 //! size limit, framing, response limits, backpressure, cancellation and
-//! shutdown. Each gives a [`Verdict`](report::Verdict), the evidence and one
+//! shutdown. Each gives a [`Verdict`], the evidence and one
 //! line on why it matters; see the README for the criteria.
 //!
 //! The checks that speak well-formed JSON-RPC drive the server through the

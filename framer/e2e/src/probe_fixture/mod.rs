@@ -198,11 +198,7 @@ pub fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    loop {
-        let len = match read_line(&mut stdin, args.request_limit, &mut line) {
-            Ok(Some(len)) => len,
-            Ok(None) | Err(_) => break,
-        };
+    while let Ok(Some(len)) = read_line(&mut stdin, args.request_limit, &mut line) {
         if args.exit_over.is_some_and(|n| len > n) {
             eprintln!("probe_fixture: a {len}-byte line; exiting (the --exit-over defect)");
             return ExitCode::from(3);

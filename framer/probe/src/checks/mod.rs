@@ -174,10 +174,10 @@ pub async fn run_all(target: &Target) -> Vec<CheckResult> {
         progress.done(&result);
         results.push(result);
     }
-    if let Some(hygiene) = results.iter_mut().find(|r| r.name == CheckId::StdoutHygiene.name()) {
-        if hygiene.verdict != Verdict::Skip {
-            hygiene::finish(target, hygiene);
-        }
+    if let Some(hygiene) = results.iter_mut().find(|r| r.name == CheckId::StdoutHygiene.name())
+        && hygiene.verdict != Verdict::Skip
+    {
+        hygiene::finish(target, hygiene);
     }
     progress.finish();
     results
