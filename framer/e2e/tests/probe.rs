@@ -130,27 +130,31 @@ fn kill_tree(pid: u32) {
     }
 }
 
+/// Runs `command` (a probe) to its end under the watchdog.
+fn run_watched(mut command: Command, what: &str) -> std::process::Output {
+    let child =
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn probe_cli");
+    let pid = child.id();
+    let watchdog = ChildWatchdog::arm(WATCHDOG, what, move || kill_tree(pid));
+    let output = child.wait_with_output().expect("wait for probe_cli");
+    assert!(!watchdog.disarm(), "the probe hung: {what}");
+    output
+}
+
 /// Runs the probe with `FAST`, then `extra`, against the fixture with
 /// `fixture` switches.
 fn probe(extra: &[&str], fixture: &[&str]) -> Run {
     let json = temp_json(fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
-    let child = Command::new(env!("CARGO_BIN_EXE_probe_cli"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+    command
         .args(FAST)
         .args(extra)
         .arg("--json")
         .arg(&json)
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_probe_fixture"))
-        .args(fixture)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn probe_cli");
-    let pid = child.id();
-    let watchdog = ChildWatchdog::arm(WATCHDOG, format!("mcp-probe {fixture:?}"), move || kill_tree(pid));
-    let output = child.wait_with_output().expect("wait for probe_cli");
-    assert!(!watchdog.disarm(), "the probe hung");
+        .args(fixture);
+    let output = run_watched(command, &format!("mcp-probe {fixture:?}"));
     let text = format!(
         "{}\n--- stderr:\n{}",
         String::from_utf8_lossy(&output.stdout),
@@ -328,19 +332,9 @@ fn checks_without_their_tool_are_skipped_with_the_reason() {
     let run = probe(&["--only", "response-limits,backpressure,cancellation"], &[]);
     // FAST names the tools; a run without them must say why it skips.
     let json = temp_json("no-tools");
-    let child = Command::new(env!("CARGO_BIN_EXE_probe_cli"))
-        .args(["-q", "--only", "6,7,8", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_probe_fixture"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn probe_cli");
-    let pid = child.id();
-    let watchdog = ChildWatchdog::arm(WATCHDOG, "mcp-probe without tools", move || kill_tree(pid));
-    let output = child.wait_with_output().expect("wait");
-    assert!(!watchdog.disarm());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+    command.args(["-q", "--only", "6,7,8", "--json"]).arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
+    let output = run_watched(command, "mcp-probe without tools");
     assert_eq!(output.status.code(), Some(0));
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
     let _ = std::fs::remove_file(&json);
@@ -358,17 +352,9 @@ fn checks_without_their_tool_are_skipped_with_the_reason() {
 #[test]
 fn usage_errors_and_unstartable_servers_exit_with_2() {
     let status = |args: &[&str]| {
-        let child = Command::new(env!("CARGO_BIN_EXE_probe_cli"))
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn probe_cli");
-        let pid = child.id();
-        let watchdog = ChildWatchdog::arm(WATCHDOG, "mcp-probe usage", move || kill_tree(pid));
-        let output = child.wait_with_output().expect("wait");
-        assert!(!watchdog.disarm());
-        output.status.code()
+        let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+        command.args(args);
+        run_watched(command, "mcp-probe usage").status.code()
     };
     assert_eq!(status(&[]), Some(2), "no server command");
     assert_eq!(status(&["--only", "nine", "--", "true"]), Some(2), "unknown check");

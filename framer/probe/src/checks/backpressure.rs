@@ -25,14 +25,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let Some(tool) = &args.large else {
         return result.skip("needs a tool with a large result: --large 'NAME {json args}'");
     };
-    let mut conn = match RawConn::spawn(target) {
+    let mut conn = match super::raw_session(target, "backpressure").await {
         Ok(conn) => conn,
-        Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
+        Err(e) => return result.note(Verdict::Fail, e),
     };
-    if let Err(e) = conn.initialize(target).await {
-        target.account_raw("backpressure", &conn);
-        return result.note(Verdict::Fail, format!("no session to test: {e}"));
-    }
     // Make sure the server is past initialization before the pause.
     if let Err(e) = conn.ping(args.step_timeout).await {
         target.account_raw("backpressure", &conn);

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::progress::Progress;
-use crate::raw::{RawConn, RawEvent};
+use crate::raw::RawEvent;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
@@ -57,14 +57,10 @@ enum Reply {
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let args = &target.args;
-    let mut conn = match RawConn::spawn(target) {
+    let mut conn = match super::raw_session(target, "bad-input").await {
         Ok(conn) => conn,
-        Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
+        Err(e) => return result.note(Verdict::Fail, e),
     };
-    if let Err(e) = conn.initialize(target).await {
-        target.account_raw("bad-input", &conn);
-        return result.note(Verdict::Fail, format!("no session to test: {e}"));
-    }
     let mut cases = Vec::new();
     for case in &CASES {
         progress.step(format!("sending {}", case.label));

@@ -12,14 +12,10 @@ use crate::target::Target;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let args = &target.args;
-    let mut conn = match RawConn::spawn(target) {
+    let mut conn = match super::raw_session(target, "framing").await {
         Ok(conn) => conn,
-        Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
+        Err(e) => return result.note(Verdict::Fail, e),
     };
-    if let Err(e) = conn.initialize(target).await {
-        target.account_raw("framing", &conn);
-        return result.note(Verdict::Fail, format!("no session to test: {e}"));
-    }
     let mut outcomes = serde_json::Map::new();
 
     progress.step("a ping written one byte at a time");

@@ -183,6 +183,17 @@ pub async fn run_all(target: &Target) -> Vec<CheckResult> {
     results
 }
 
+/// Starts a server on raw pipes and completes the handshake; on failure,
+/// accounts for what it printed and says why.
+async fn raw_session(target: &Target, check: &str) -> Result<crate::raw::RawConn, String> {
+    let mut conn = crate::raw::RawConn::spawn(target).map_err(|e| format!("the server could not be started: {e}"))?;
+    if let Err(e) = conn.initialize(target).await {
+        target.account_raw(check, &conn);
+        return Err(format!("no session to test: {e}"));
+    }
+    Ok(conn)
+}
+
 async fn run_one(check: CheckId, target: &Target, progress: &Progress, result: &mut CheckResult) {
     match check {
         CheckId::StdoutHygiene => hygiene::run(target, progress, result).await,

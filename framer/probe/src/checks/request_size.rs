@@ -103,19 +103,14 @@ async fn attempt(target: &Target, conn: &mut RawConn, size: usize) -> Outcome {
 }
 
 async fn start(target: &Target) -> Result<RawConn, String> {
-    let mut conn = RawConn::spawn(target).map_err(|e| format!("the server could not be started: {e}"))?;
-    if let Err(e) = conn.initialize(target).await {
-        target.account_raw("request-size", &conn);
-        return Err(e);
-    }
-    Ok(conn)
+    super::raw_session(target, "request-size").await
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let args = &target.args;
     let mut conn = match start(target).await {
         Ok(conn) => conn,
-        Err(e) => return result.note(Verdict::Fail, format!("no session to test: {e}")),
+        Err(e) => return result.note(Verdict::Fail, e),
     };
     let mut size = args.min_request.max(128);
     let mut largest = None;
