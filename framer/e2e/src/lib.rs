@@ -6,6 +6,9 @@
 //!   host transport is tested against. Binary: `hostile_server`.
 //! * [`lib_server`]: a server built on `mcp_framer_stdio::server`, offering
 //!   the tools the server-side process tests need. Binary: `lib_server`.
+//! * [`probe_fixture`]: a small server on plain threads whose switches each
+//!   reproduce one defect `mcp-probe` checks for. Binary: `probe_fixture`
+//!   (and `probe_cli`, the probe itself, for the tests).
 //! * [`report`]: the machine-readable stderr lines both fixtures write.
 //! * [`support`]: watchdogs, polling, and process-group checks for the tests.
 //!
@@ -24,6 +27,7 @@ pub struct ReadmeExamples;
 
 pub mod hostile;
 pub mod lib_server;
+pub mod probe_fixture;
 pub mod report;
 pub mod support;
 

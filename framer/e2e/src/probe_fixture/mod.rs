@@ -1,0 +1,354 @@
+//! The `mcp-probe` fixture: a small MCP server, written on plain threads
+//! and `std` pipes (no library transport, so the defects are easy to
+//! reproduce), whose switches each reproduce one defect `mcp-probe` checks
+//! for. With no switch it is well behaved, and the probe gives it all PASS.
+//!
+//! Tools: `large` (`{"bytes": N}`: a text result of N bytes, cut to
+//! `--max-result` with `"truncated": true` in `structuredContent`) and
+//! `slow` (`{"seconds": S, "interval_ms": I}`: a progress notification every
+//! I ms, if the call had a progress token, then a result; cancellation
+//! stops it). `tools/list` has two pages.
+//!
+//! | switch | defect | check that FAILs |
+//! |---|---|---|
+//! | `--banner` | a line on stdout before anything | 1 stdout-hygiene |
+//! | `--deaf-over N` | stops reading and answering after a line over N bytes | 4 request-size |
+//! | `--exit-over N` | exits on a line over N bytes | 4 request-size |
+//! | `--silent-on-malformed` | no reply to a line it cannot read | 3 bad-input |
+//! | `--blocking-writes` | writes results from the reading thread, so it reads nothing while a write blocks | 7 backpressure |
+//! | `--ignore-cancel` | `slow` keeps going (and sending progress) after a cancel | 8 cancellation |
+//! | `--linger` | does not exit when stdin closes | 9 shutdown |
+//! | `--looping-cursor` | `tools/list` hands out the same `nextCursor` forever | 2 handshake |
+//! | `--drop-rest-of-read` | takes the first line of each `read(2)` and drops the rest | 5 framing |
+//! | `--exit-after-large` | exits (status 5) once it has written a `large` result | 6 response-limits (and 7) |
+//!
+//! Binary: `probe_fixture`.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The fixture's switches.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "probe_fixture",
+    about = "An MCP server with switches that reproduce the defects mcp-probe checks for"
+)]
+pub struct Args {
+    /// Print a banner line on stdout before anything else.
+    #[arg(long)]
+    pub banner: bool,
+    /// After reading a line over this many bytes, stop reading and answering (stay alive).
+    #[arg(long, value_name = "BYTES")]
+    pub deaf_over: Option<usize>,
+    /// Exit (status 3) on reading a line over this many bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub exit_over: Option<usize>,
+    /// Send no reply to lines that are not valid JSON-RPC.
+    #[arg(long)]
+    pub silent_on_malformed: bool,
+    /// Write every message from the thread that reads stdin (and run `large` there).
+    #[arg(long)]
+    pub blocking_writes: bool,
+    /// Ignore `notifications/cancelled`: `slow` keeps sending progress and its result.
+    #[arg(long)]
+    pub ignore_cancel: bool,
+    /// Do not exit when stdin closes (until a signal).
+    #[arg(long)]
+    pub linger: bool,
+    /// `tools/list` returns the same `nextCursor` on every page.
+    #[arg(long)]
+    pub looping_cursor: bool,
+    /// Take only the first line of each read from stdin and drop the rest of
+    /// the read (the classic framing bug: two messages in one read lose one).
+    #[arg(long)]
+    pub drop_rest_of_read: bool,
+    /// Exit (status 5) once a `large` result is written.
+    #[arg(long)]
+    pub exit_after_large: bool,
+    /// Lines over this many bytes get a -32600 error (and are not kept in memory).
+    #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
+    pub request_limit: usize,
+    /// The most bytes of text `large` returns; beyond, it says `"truncated": true`.
+    #[arg(long, default_value_t = 32 << 20, value_name = "BYTES")]
+    pub max_result: usize,
+}
+
+/// Where messages go: a writer thread (the default), or straight to stdout
+/// from whichever thread has one (`--blocking-writes`).
+#[derive(Clone)]
+enum Out {
+    /// Frames for the writer thread; `true` with a frame: exit (status 5)
+    /// once it is written.
+    Queue(mpsc::Sender<(Vec<u8>, bool)>),
+    Direct(Arc<Mutex<io::Stdout>>),
+}
+
+impl Out {
+    fn send(&self, message: &Value) {
+        self.send_then(message, false);
+    }
+
+    /// Sends `message`; with `exit`, the process exits (status 5) once it
+    /// is written.
+    fn send_then(&self, message: &Value, exit: bool) {
+        let mut frame = serde_json::to_vec(message).unwrap_or_default();
+        frame.push(b'\n');
+        match self {
+            Out::Queue(queue) => {
+                let _ = queue.send((frame, exit));
+            }
+            Out::Direct(stdout) => {
+                let mut stdout = stdout.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = stdout.write_all(&frame);
+                let _ = stdout.flush();
+                if exit {
+                    eprintln!("probe_fixture: a large result written; exiting (the --exit-after-large defect)");
+                    std::process::exit(5);
+                }
+            }
+        }
+    }
+
+    fn result(&self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn error(&self, id: &Value, code: i64, message: &str) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}));
+    }
+}
+
+/// Reads one line into `line` (at most `limit + 1` bytes of it kept);
+/// returns its full length without the `\n`, or `None` at end of input.
+fn read_line(input: &mut impl BufRead, limit: usize, line: &mut Vec<u8>) -> io::Result<Option<usize>> {
+    line.clear();
+    let mut total = 0usize;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((total > 0).then_some(total));
+        }
+        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(at) => (&chunk[..at], true),
+            None => (chunk, false),
+        };
+        let keep = part.len().min((limit + 1).saturating_sub(line.len()));
+        line.extend_from_slice(&part[..keep]);
+        total += part.len();
+        let used = part.len() + usize::from(done);
+        input.consume(used);
+        if done {
+            return Ok(Some(total));
+        }
+    }
+}
+
+/// Runs the fixture on the process's stdio.
+pub fn main() -> ExitCode {
+    let args: Args = match crate::parse_args(std::env::args_os()) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    if args.banner {
+        println!("probe_fixture 1.0 starting (a banner on stdout: the defect)");
+    }
+    eprintln!("probe_fixture: ready");
+    let out = if args.blocking_writes {
+        Out::Direct(Arc::new(Mutex::new(io::stdout())))
+    } else {
+        let (queue, frames) = mpsc::channel::<(Vec<u8>, bool)>();
+        thread::spawn(move || {
+            let mut stdout = io::stdout().lock();
+            for (frame, exit) in frames {
+                if stdout.write_all(&frame).and_then(|()| stdout.flush()).is_err() {
+                    return;
+                }
+                if exit {
+                    eprintln!("probe_fixture: a large result written; exiting (the --exit-after-large defect)");
+                    std::process::exit(5);
+                }
+            }
+        });
+        Out::Queue(queue)
+    };
+    let cancels: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>> = Arc::default();
+    let mut stdin = io::stdin().lock();
+    let mut line = Vec::new();
+    if args.drop_rest_of_read {
+        let mut chunk = vec![0; 1 << 20];
+        while let Ok(n) = io::Read::read(&mut stdin, &mut chunk) {
+            if n == 0 {
+                break;
+            }
+            match chunk[..n].iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    line.extend_from_slice(&chunk[..end]);
+                    handle(&args, &out, &cancels, &line);
+                    line.clear();
+                }
+                None => line.extend_from_slice(&chunk[..n]),
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    while let Ok(Some(len)) = read_line(&mut stdin, args.request_limit, &mut line) {
+        if args.exit_over.is_some_and(|n| len > n) {
+            eprintln!("probe_fixture: a {len}-byte line; exiting (the --exit-over defect)");
+            return ExitCode::from(3);
+        }
+        if args.deaf_over.is_some_and(|n| len > n) {
+            eprintln!("probe_fixture: a {len}-byte line; going deaf (the --deaf-over defect)");
+            loop {
+                thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        if len > args.request_limit {
+            out.error(&Value::Null, -32600, &format!("request too large: {len} bytes (limit {})", args.request_limit));
+            continue;
+        }
+        handle(&args, &out, &cancels, &line);
+    }
+    if args.linger {
+        eprintln!("probe_fixture: stdin closed; staying (the --linger defect)");
+        loop {
+            thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>, line: &[u8]) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let message: Value = match serde_json::from_slice(line) {
+        Ok(message) => message,
+        Err(e) => {
+            if !args.silent_on_malformed {
+                out.error(&Value::Null, -32700, &format!("Parse error: {e}"));
+            }
+            return;
+        }
+    };
+    let Some(object) = message.as_object() else {
+        if !args.silent_on_malformed {
+            out.error(&Value::Null, -32600, "Invalid Request: not an object");
+        }
+        return;
+    };
+    let id = object.get("id").cloned();
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        if !args.silent_on_malformed {
+            out.error(&id.unwrap_or(Value::Null), -32600, "Invalid Request: jsonrpc must be \"2.0\"");
+        }
+        return;
+    }
+    let method = object.get("method").and_then(Value::as_str).unwrap_or("");
+    let params = object.get("params").cloned().unwrap_or(Value::Null);
+    let Some(id) = id else {
+        if method == "notifications/cancelled" {
+            let key = params.get("requestId").map(Value::to_string).unwrap_or_default();
+            if let Some(flag) = cancels.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
+        return;
+    };
+    match method {
+        "initialize" => {
+            let offered = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-06-18");
+            let version =
+                if ["2024-11-05", "2025-03-26", "2025-06-18"].contains(&offered) { offered } else { "2025-06-18" };
+            out.result(
+                &id,
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "serverInfo": {"name": "probe_fixture", "version": "1.0.0"},
+                }),
+            );
+        }
+        "ping" => out.result(&id, json!({})),
+        "tools/list" => match params.get("cursor").and_then(Value::as_str) {
+            _ if args.looping_cursor => out.result(&id, json!({"tools": [tool("large")], "nextCursor": "again"})),
+            None => out.result(&id, json!({"tools": [tool("large")], "nextCursor": "page-2"})),
+            Some("page-2") => out.result(&id, json!({"tools": [tool("slow")]})),
+            Some(_) => out.error(&id, -32602, "Invalid params: unknown cursor"),
+        },
+        "tools/call" => call(args, out, cancels, id, &params),
+        _ => out.error(&id, -32601, &format!("Method not found: {method}")),
+    }
+}
+
+fn tool(name: &str) -> Value {
+    let description = match name {
+        "large" => "Returns {bytes} bytes of text",
+        _ => "Runs for {seconds}, sending progress every {interval_ms} ms",
+    };
+    json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
+}
+
+fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>, id: Value, params: &Value) {
+    let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+    match params.get("name").and_then(Value::as_str) {
+        Some("large") => {
+            let bytes = arguments.get("bytes").and_then(Value::as_u64).unwrap_or(1 << 20) as usize;
+            let max = args.max_result;
+            let exit = args.exit_after_large;
+            let large = {
+                let out = out.clone();
+                move || {
+                    let sent = bytes.min(max);
+                    let result = json!({
+                        "content": [{"type": "text", "text": "x".repeat(sent)}],
+                        "structuredContent": {"bytes": sent, "truncated": sent < bytes},
+                    });
+                    out.send_then(&json!({"jsonrpc": "2.0", "id": id, "result": result}), exit);
+                }
+            };
+            if args.blocking_writes {
+                large();
+            } else {
+                thread::spawn(large);
+            }
+        }
+        Some("slow") => {
+            let seconds = arguments.get("seconds").and_then(Value::as_f64).unwrap_or(5.0);
+            let interval = Duration::from_millis(arguments.get("interval_ms").and_then(Value::as_u64).unwrap_or(50));
+            let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+            let cancelled = Arc::new(AtomicBool::new(false));
+            cancels.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), Arc::clone(&cancelled));
+            let ignore = args.ignore_cancel;
+            let out = out.clone();
+            thread::spawn(move || {
+                let started = Instant::now();
+                let mut step = 0u64;
+                while started.elapsed().as_secs_f64() < seconds {
+                    if cancelled.load(Ordering::SeqCst) && !ignore {
+                        return;
+                    }
+                    step += 1;
+                    if let Some(token) = &token {
+                        out.send(&json!({
+                            "jsonrpc": "2.0",
+                            "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": step},
+                        }));
+                    }
+                    thread::sleep(interval);
+                }
+                out.result(&id, json!({"content": [{"type": "text", "text": format!("{step} steps")}]}));
+            });
+        }
+        Some(name) => out.error(&id, -32602, &format!("Invalid params: unknown tool {name:?}")),
+        None => out.error(&id, -32602, "Invalid params: no tool name"),
+    }
+}

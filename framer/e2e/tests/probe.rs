@@ -1,0 +1,363 @@
+//! `mcp-probe` against its fixture, real processes both: the well-behaved
+//! fixture gets all PASS; each defect switch makes its check FAIL with the
+//! right evidence and leaves the others alone; the JSON report matches
+//! `framer/probe/report.schema.json`; usage errors and a server that cannot
+//! start exit with 2.
+//!
+//! The probe binary is `probe_cli` (this crate's thin wrapper around
+//! `mcp_probe::main`), since a test can only name its own package's binaries.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use mcp_framer_e2e::support::ChildWatchdog;
+use serde_json::Value;
+
+/// Each probe run is well under this; the watchdog kills it (and its
+/// servers) past it.
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Short limits, so a run takes a few seconds.
+const FAST: &[&str] = &[
+    "--large",
+    r#"large {"bytes":1048576}"#,
+    "--slow",
+    r#"slow {"seconds":4}"#,
+    "--max-request",
+    "1MiB",
+    "--step-timeout",
+    "2s",
+    "--ping-timeout",
+    "2s",
+    "--pause",
+    "1s",
+    "--cancel-grace",
+    "500ms",
+    "--cancel-watch",
+    "700ms",
+    "--exit-timeout",
+    "1s",
+    "--term-timeout",
+    "1s",
+    "--bisect-steps",
+    "2",
+    "--check-timeout",
+    "30s",
+];
+
+const CHECKS: [&str; 9] = [
+    "stdout-hygiene",
+    "handshake",
+    "bad-input",
+    "request-size",
+    "framing",
+    "response-limits",
+    "backpressure",
+    "cancellation",
+    "shutdown",
+];
+
+struct Run {
+    exit: Option<i32>,
+    text: String,
+    report: Option<Value>,
+}
+
+impl Run {
+    fn report(&self) -> &Value {
+        self.report.as_ref().unwrap_or_else(|| panic!("no JSON report; output:\n{}", self.text))
+    }
+
+    fn check(&self, name: &str) -> &Value {
+        let checks = self.report()["checks"].as_array().expect("checks");
+        checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no check {name}"))
+    }
+
+    fn verdict(&self, name: &str) -> &str {
+        self.check(name)["verdict"].as_str().expect("verdict")
+    }
+
+    fn evidence(&self, name: &str) -> String {
+        let evidence = self.check(name)["evidence"].as_array().expect("evidence");
+        evidence.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")
+    }
+
+    /// `name` FAILs with evidence containing every one of `needles`, and no
+    /// other check FAILs.
+    fn only_fails(&self, name: &str, needles: &[&str]) {
+        assert_eq!(self.verdict(name), "FAIL", "{}", self.text);
+        let evidence = self.evidence(name);
+        for needle in needles {
+            assert!(evidence.contains(needle), "{name}: {needle:?} not in the evidence:\n{evidence}");
+        }
+        for other in CHECKS.iter().filter(|&&c| c != name) {
+            assert_ne!(self.verdict(other), "FAIL", "{other} failed too:\n{}", self.text);
+        }
+        assert_eq!(self.exit, Some(1), "{}", self.text);
+        assert_eq!(self.report()["summary"]["exit_code"], 1);
+        assert_eq!(self.report()["leftover_processes"], Value::Array(vec![]), "{}", self.text);
+        validate(&schema(), self.report(), "report");
+    }
+}
+
+fn temp_json(label: &str) -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("mcp-probe-{}-{n}-{label}.json", std::process::id()))
+}
+
+/// Kills the direct children of `pid` (the servers the probe started) and
+/// then `pid` itself: the watchdog's action.
+fn kill_tree(pid: u32) {
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+            let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+            let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+            let child = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok());
+            if let (Some(ppid), Some(child)) = (ppid, child)
+                && ppid == pid
+                && let Some(child) = rustix::process::Pid::from_raw(child)
+            {
+                let _ = rustix::process::kill_process_group(child, rustix::process::Signal::KILL);
+            }
+        }
+    }
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Runs `command` (a probe) to its end under the watchdog.
+fn run_watched(mut command: Command, what: &str) -> std::process::Output {
+    let child =
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn probe_cli");
+    let pid = child.id();
+    let watchdog = ChildWatchdog::arm(WATCHDOG, what, move || kill_tree(pid));
+    let output = child.wait_with_output().expect("wait for probe_cli");
+    assert!(!watchdog.disarm(), "the probe hung: {what}");
+    output
+}
+
+/// Runs the probe with `FAST`, then `extra`, against the fixture with
+/// `fixture` switches.
+fn probe(extra: &[&str], fixture: &[&str]) -> Run {
+    let json = temp_json(fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+    command
+        .args(FAST)
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_probe_fixture"))
+        .args(fixture);
+    let output = run_watched(command, &format!("mcp-probe {fixture:?}"));
+    let text = format!(
+        "{}\n--- stderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = std::fs::read(&json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
+    let _ = std::fs::remove_file(&json);
+    Run { exit: output.status.code(), text, report }
+}
+
+fn schema() -> Value {
+    serde_json::from_str(include_str!("../../probe/report.schema.json")).expect("the schema is JSON")
+}
+
+/// Checks `value` against the subset of JSON Schema the report's schema
+/// uses: type, enum, required, properties, additionalProperties: false,
+/// items, minimum, maximum.
+fn validate(schema: &Value, value: &Value, path: &str) {
+    if let Some(types) = schema.get("type") {
+        let types: Vec<&str> = match types {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => panic!("bad type in schema at {path}"),
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            other => panic!("unknown type {other} in schema at {path}"),
+        });
+        assert!(ok, "{path}: {value} is not {types:?}");
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
+        assert!(allowed.contains(value), "{path}: {value} not in {allowed:?}");
+    }
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+        assert!(value.as_f64().is_some_and(|v| v >= min), "{path}: {value} < {min}");
+    }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+        assert!(value.as_f64().is_some_and(|v| v <= max), "{path}: {value} > {max}");
+    }
+    if let Some(object) = value.as_object() {
+        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+            let key = key.as_str().expect("required names");
+            assert!(object.contains_key(key), "{path}: missing {key}");
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (key, member) in object {
+            match properties.and_then(|p| p.get(key)) {
+                Some(sub) => validate(sub, member, &format!("{path}.{key}")),
+                None => assert_ne!(
+                    schema.get("additionalProperties"),
+                    Some(&Value::Bool(false)),
+                    "{path}: {key} is not in the schema"
+                ),
+            }
+        }
+    }
+    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+        for (i, item) in array.iter().enumerate() {
+            validate(items, item, &format!("{path}[{i}]"));
+        }
+    }
+}
+
+#[test]
+fn the_well_behaved_fixture_passes_every_check() {
+    // A request limit below --max-request: the size check finds it.
+    let run = probe(&[], &["--request-limit", "300000"]);
+    for name in CHECKS {
+        assert_eq!(run.verdict(name), "PASS", "{name}:\n{}", run.text);
+    }
+    assert_eq!(run.exit, Some(0), "{}", run.text);
+    let report = run.report();
+    validate(&schema(), report, "report");
+    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(1)));
+    assert_eq!(report["summary"]["pass"], 9);
+    assert_eq!(report["server_info"]["name"], "probe_fixture");
+    // The evidence carries the figures, not just the verdicts.
+    assert!(run.evidence("request-size").contains("says so with an error"), "{}", run.text);
+    assert!(run.evidence("request-size").contains("error reply -32600 (id null)"), "{}", run.text);
+    assert!(run.evidence("backpressure").contains("65536 bytes of the server's output were waiting"), "{}", run.text);
+    assert!(run.evidence("response-limits").contains("skipped a frame of"), "{}", run.text);
+    assert!(run.text.contains("summary: 9 PASS, 0 WARN, 0 FAIL, 0 SKIP"), "{}", run.text);
+    // The schema rejects what it should (the validator can fail).
+    let mut broken = report.clone();
+    broken["checks"][0]["verdict"] = Value::from("MAYBE");
+    let rejected = std::panic::catch_unwind(|| validate(&schema(), &broken, "report"));
+    assert!(rejected.is_err(), "a verdict outside the enum must fail validation");
+}
+
+#[test]
+fn a_banner_on_stdout_fails_stdout_hygiene() {
+    let run = probe(&[], &["--banner"]);
+    run.only_fails(
+        "stdout-hygiene",
+        &["60 bytes in 1 non-JSON-RPC line(s) on stdout before initialize", "probe_fixture 1.0 starting"],
+    );
+    assert_eq!(run.check("stdout-hygiene")["measurements"]["pre_initialize_bytes"], 60);
+}
+
+#[test]
+fn a_looping_cursor_fails_the_handshake() {
+    let run = probe(&[], &["--looping-cursor"]);
+    run.only_fails("handshake", &["tools/list returned cursor \"again\" twice"]);
+}
+
+#[test]
+fn no_reply_to_malformed_input_fails_bad_input() {
+    let run = probe(&[], &["--silent-on-malformed"]);
+    run.only_fails(
+        "bad-input",
+        &["a line that is not JSON: answered with nothing", "a JSON array: answered with nothing"],
+    );
+    // The server stayed alive: the unknown method still got its -32601.
+    assert!(run.evidence("bad-input").contains("an unknown method: error -32601"));
+}
+
+#[test]
+fn going_deaf_after_a_large_request_fails_request_size() {
+    let run = probe(&[], &["--deaf-over", "600000"]);
+    run.only_fails("request-size", &["went deaf after a request of 1048576 bytes", "ping: no answer"]);
+    assert_eq!(run.check("request-size")["measurements"]["largest_answered"], 524288);
+}
+
+#[test]
+fn exiting_on_a_large_request_fails_request_size() {
+    let run = probe(&[], &["--exit-over", "600000"]);
+    run.only_fails("request-size", &["exited on a request of 1048576 bytes", "exit status: 3"]);
+}
+
+#[test]
+fn dropping_the_rest_of_a_read_fails_framing() {
+    // The defect breaks most checks (it loses any message sent right after
+    // another); framing is the one that names it.
+    let run = probe(&["--only", "framing"], &["--drop-rest-of-read"]);
+    run.only_fails("framing", &["two pings in one write: answered 1 of 2"]);
+    assert_eq!(run.verdict("shutdown"), "SKIP");
+}
+
+#[test]
+fn exiting_after_a_large_result_fails_response_limits() {
+    // The server is gone after its large result, so the backpressure check
+    // (the same tool) fails too: leave it out.
+    let run = probe(&["--skip", "backpressure"], &["--exit-after-large"]);
+    run.only_fails("response-limits", &["after its oversize frame was skipped, ping:", "exit status: 5"]);
+    assert!(run.evidence("backpressure").starts_with("skipped: not selected"));
+}
+
+#[test]
+fn not_reading_stdin_while_writing_fails_backpressure() {
+    let run = probe(&[], &["--blocking-writes"]);
+    run.only_fails("backpressure", &["did not read its stdin", "deadlocks"]);
+    assert_eq!(run.check("backpressure")["measurements"]["stdin_read_during_pause"], false);
+}
+
+#[test]
+fn ignoring_cancellation_fails_cancellation() {
+    let run = probe(&[], &["--ignore-cancel"]);
+    run.only_fails("cancellation", &["the producer kept going", "progress notification(s) after the 500 ms grace"]);
+}
+
+#[test]
+fn outliving_stdin_fails_shutdown() {
+    let run = probe(&[], &["--linger"]);
+    run.only_fails("shutdown", &["still running 1.00 s after stdin was closed; SIGTERM ended it"]);
+}
+
+#[test]
+fn checks_without_their_tool_are_skipped_with_the_reason() {
+    let run = probe(&["--only", "response-limits,backpressure,cancellation"], &[]);
+    // FAST names the tools; a run without them must say why it skips.
+    let json = temp_json("no-tools");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+    command.args(["-q", "--only", "6,7,8", "--json"]).arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
+    let output = run_watched(command, "mcp-probe without tools");
+    assert_eq!(output.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
+    let _ = std::fs::remove_file(&json);
+    let evidence = |i: usize| report["checks"][i]["evidence"][0].as_str().unwrap_or("").to_owned();
+    assert!(evidence(5).contains("needs a tool with a large result: --large"), "{report}");
+    assert!(evidence(6).contains("needs a tool with a large result: --large"), "{report}");
+    assert!(evidence(7).contains("needs a tool that runs for a while: --slow"), "{report}");
+    assert_eq!(report["summary"]["skip"], 9);
+    // With the tools, the same selection runs and passes.
+    for name in ["response-limits", "backpressure", "cancellation"] {
+        assert_eq!(run.verdict(name), "PASS", "{}", run.text);
+    }
+}
+
+#[test]
+fn usage_errors_and_unstartable_servers_exit_with_2() {
+    let status = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+        command.args(args);
+        run_watched(command, "mcp-probe usage").status.code()
+    };
+    assert_eq!(status(&[]), Some(2), "no server command");
+    assert_eq!(status(&["--only", "nine", "--", "true"]), Some(2), "unknown check");
+    assert_eq!(status(&["--step-timeout", "soon", "--", "true"]), Some(2), "bad duration");
+    assert_eq!(status(&["--", "/nonexistent/mcp-server"]), Some(2), "server that cannot start");
+}

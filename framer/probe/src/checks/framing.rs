@@ -1,0 +1,97 @@
+//! Check 5: a request written one byte at a time, two requests in one
+//! write, and a request whose `\r\n` is split across two writes: all must be
+//! answered.
+
+use serde_json::{Value, json};
+use tokio::time::sleep;
+
+use crate::progress::Progress;
+use crate::raw::RawConn;
+use crate::report::{CheckResult, Verdict};
+use crate::target::Target;
+
+pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
+    let args = &target.args;
+    let mut conn = match super::raw_session(target, "framing").await {
+        Ok(conn) => conn,
+        Err(e) => return result.note(Verdict::Fail, e),
+    };
+    let mut outcomes = serde_json::Map::new();
+
+    progress.step("a ping written one byte at a time");
+    let id = conn.next_id();
+    let frame = RawConn::request_frame(id, "ping", &Value::Null);
+    let mut written = true;
+    for byte in &frame {
+        if conn.write(std::slice::from_ref(byte), args.step_timeout).await.is_err() {
+            written = false;
+            break;
+        }
+        sleep(args.byte_delay).await;
+    }
+    let answered = written && conn.response(id, args.step_timeout).await.is_some();
+    outcomes.insert("byte_at_a_time".into(), json!(answered));
+    let what = format!(
+        "a ping written one byte at a time ({} bytes, {} apart)",
+        frame.len(),
+        crate::fmt_duration(args.byte_delay)
+    );
+    if answered {
+        result.info(format!("{what}: answered"))
+    } else {
+        result.note(Verdict::Fail, format!("{what}: not answered"))
+    }
+
+    progress.step("two pings in one write");
+    let (a, b) = (conn.next_id(), conn.next_id());
+    let mut both = RawConn::request_frame(a, "ping", &Value::Null);
+    both.extend(RawConn::request_frame(b, "ping", &Value::Null));
+    let written = conn.write(&both, args.step_timeout).await.is_ok();
+    let mut got = Vec::new();
+    if written {
+        for id in [a, b] {
+            if conn.response(id, args.step_timeout).await.is_some() {
+                got.push(id);
+            }
+        }
+    }
+    // Responses may come in either order: `response` skips the other one,
+    // so look for it in the log too.
+    let seen = |id: i64, conn: &RawConn| {
+        conn.log.iter().any(|e| matches!(e, crate::raw::RawEvent::Message(m) if m.answers(id)))
+    };
+    let answered = written && seen(a, &conn) && seen(b, &conn);
+    outcomes.insert("two_in_one_write".into(), json!(answered));
+    if answered {
+        result.info("two pings in one write: both answered");
+    } else {
+        result.note(
+            Verdict::Fail,
+            format!("two pings in one write: answered {} of 2", [a, b].iter().filter(|&&id| seen(id, &conn)).count()),
+        );
+    }
+
+    progress.step("a ping split across \\r\\n");
+    let id = conn.next_id();
+    let mut frame = RawConn::request_frame(id, "ping", &Value::Null);
+    frame.pop();
+    frame.push(b'\r');
+    let written = conn.write(&frame, args.step_timeout).await.is_ok() && {
+        sleep(args.byte_delay.max(std::time::Duration::from_millis(20))).await;
+        conn.write(b"\n", args.step_timeout).await.is_ok()
+    };
+    let answered = written && conn.response(id, args.step_timeout).await.is_some();
+    let after = answered && conn.ping(args.step_timeout).await.is_ok();
+    outcomes.insert("split_crlf".into(), json!(answered && after));
+    match (answered, after) {
+        (true, true) => {
+            result.info("a ping ending in \\r\\n, split between \\r and \\n: answered, and the next ping too")
+        }
+        (true, false) => {
+            result.note(Verdict::Fail, "after a ping split between \\r and \\n, the next ping was not answered")
+        }
+        _ => result.note(Verdict::Fail, "a ping ending in \\r\\n, split between \\r and \\n: not answered"),
+    }
+    result.measure("answered", Value::Object(outcomes));
+    target.account_raw("framing", &conn);
+}

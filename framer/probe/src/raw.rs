@@ -1,0 +1,360 @@
+//! A raw pipe to a server: the probe's own small transport, for what the
+//! host [`Session`](mcp_framer_stdio::host::Session) deliberately does not
+//! offer: writing arbitrary bytes (invalid UTF-8, a request one byte at a
+//! time, a request split across `\r\n`), and stopping reading stdout for a
+//! while. Frames are split by the core [`Framer`] and classified by the
+//! [envelope](mcp_framer_jsonrpc::parse), like the host does; stderr is
+//! drained and counted.
+
+use std::io;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use mcp_framer::{Config, Event, Framer, OversizePolicy};
+use mcp_framer_jsonrpc::{Encoder, Id, Kind, OwnedId, parse};
+use mcp_framer_stdio::{Keep, Preview};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, timeout};
+
+use crate::target::Target;
+
+/// The most payload bytes kept per message (bigger payloads are measured,
+/// not kept).
+const KEPT_PAYLOAD: usize = 64 * 1024;
+
+/// What came out of the server's stdout.
+#[derive(Clone, Debug)]
+pub enum RawEvent {
+    /// A JSON-RPC message.
+    Message(RawMessage),
+    /// A line that is not JSON-RPC.
+    NotJsonRpc {
+        /// Its length in bytes.
+        len: usize,
+        /// Its first bytes.
+        excerpt: String,
+    },
+    /// A frame over the probe's limit (skipped).
+    Oversize {
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// Stdout closed.
+    Eof,
+}
+
+/// A JSON-RPC message, with its payload when it is small.
+#[derive(Clone, Debug)]
+pub struct RawMessage {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its id, if any.
+    pub id: Option<OwnedId>,
+    /// Its method, if any.
+    pub method: Option<String>,
+    /// Its payload (params, result or error), if at most 64 KiB.
+    pub payload: Option<String>,
+    /// The frame's length in bytes.
+    pub len: usize,
+    /// The frame's first bytes.
+    pub excerpt: String,
+}
+
+impl RawMessage {
+    /// The error code of an error response.
+    pub fn error_code(&self) -> Option<i64> {
+        let payload: serde_json::Value = serde_json::from_str(self.payload.as_deref()?).ok()?;
+        payload.get("code")?.as_i64()
+    }
+
+    /// Whether this is a response (or error response) to `id`.
+    pub fn answers(&self, id: i64) -> bool {
+        matches!(self.kind, Kind::Response | Kind::ErrorResponse) && self.id == Some(Id::Number(id))
+    }
+}
+
+/// Counters shared with the reader tasks.
+#[derive(Debug, Default)]
+pub struct RawCounters {
+    /// Bytes read from stdout.
+    pub stdout_bytes: AtomicU64,
+    /// Bytes read from stderr.
+    pub stderr_bytes: AtomicU64,
+    /// Bytes waiting in the stdout pipe when reading last resumed after a
+    /// pause (`FIONREAD`), or `u64::MAX` if unknown.
+    pub queued_at_resume: AtomicU64,
+}
+
+/// Why a write failed.
+#[derive(Debug, Serialize, Clone, Copy, PartialEq, Eq)]
+pub enum WriteFailure {
+    /// Not all bytes were taken within the time limit (the server is not
+    /// reading its stdin).
+    Stalled,
+    /// The pipe is closed (the server exited or closed stdin).
+    Closed,
+}
+
+/// A server process driven through raw pipes.
+#[derive(Debug)]
+pub struct RawConn {
+    stdin: Option<ChildStdin>,
+    events: mpsc::UnboundedReceiver<RawEvent>,
+    paused: watch::Sender<bool>,
+    counters: Arc<RawCounters>,
+    child: Child,
+    next_id: i64,
+    excerpt: usize,
+    /// Every event taken so far, in order (for evidence).
+    pub log: Vec<RawEvent>,
+}
+
+impl RawConn {
+    /// Spawns the target's server in a new process group.
+    pub fn spawn(target: &Target) -> io::Result<RawConn> {
+        let mut command = target.command();
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+        let mut child = command.spawn()?;
+        if let Some(pid) = child.id() {
+            target.register(pid);
+        }
+        let missing = || io::Error::other("the child's stdio was not piped");
+        let stdin = child.stdin.take().ok_or_else(missing)?;
+        let mut stdout = child.stdout.take().ok_or_else(missing)?;
+        let mut stderr = child.stderr.take().ok_or_else(missing)?;
+        let counters = Arc::new(RawCounters { queued_at_resume: AtomicU64::new(u64::MAX), ..RawCounters::default() });
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (paused, mut paused_rx) = watch::channel(false);
+        let excerpt = target.args.excerpt;
+        let config = Config::DEFAULT.with_max_frame(target.args.max_frame).with_oversize(OversizePolicy::Skip);
+        let out_counters = Arc::clone(&counters);
+        tokio::spawn(async move {
+            let mut framer = Framer::new(config);
+            loop {
+                let was_paused = *paused_rx.borrow_and_update();
+                if paused_rx.wait_for(|paused| !paused).await.is_err() {
+                    return;
+                }
+                if was_paused {
+                    let queued = rustix::io::ioctl_fionread(&stdout).unwrap_or(u64::MAX);
+                    out_counters.queued_at_resume.store(queued, Ordering::Relaxed);
+                }
+                // A pause stops reading at once, even in the middle of a
+                // wait for bytes (reading is cancel-safe).
+                let n = tokio::select! {
+                    read = stdout.read(framer.spare()) => read.unwrap_or(0),
+                    _ = paused_rx.wait_for(|paused| *paused) => continue,
+                };
+                if n == 0 {
+                    framer.finish();
+                } else {
+                    framer.commit(n);
+                    out_counters.stdout_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                while let Ok(Some(event)) = framer.next_event() {
+                    let event = match event {
+                        Event::Frame(frame) => classify(frame, excerpt),
+                        Event::OversizeSkipped { len } => RawEvent::Oversize { len },
+                        Event::OversizeStarted { .. } | Event::Truncated { .. } => continue,
+                    };
+                    if events_tx.send(event).is_err() {
+                        return;
+                    }
+                }
+                if n == 0 {
+                    let _ = events_tx.send(RawEvent::Eof);
+                    return;
+                }
+            }
+        });
+        let err_counters = Arc::clone(&counters);
+        tokio::spawn(async move {
+            let mut buf = vec![0; 16 * 1024];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                err_counters.stderr_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        });
+        Ok(RawConn { stdin: Some(stdin), events, paused, counters, child, next_id: 1, excerpt, log: Vec::new() })
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &RawCounters {
+        &self.counters
+    }
+
+    /// Bytes read from stdout so far.
+    pub fn stdout_bytes(&self) -> u64 {
+        self.counters.stdout_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Stops (`true`) or resumes (`false`) reading stdout.
+    pub fn pause(&self, paused: bool) {
+        self.paused.send_replace(paused);
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// A request frame with its `\n`.
+    pub fn request_frame(id: i64, method: &str, params: &serde_json::Value) -> Vec<u8> {
+        let params = if params.is_null() { None } else { Some(params) };
+        let mut frame = Encoder::unlimited().request(&Id::Number(id), method, &params).unwrap_or_default();
+        frame.push(b'\n');
+        frame
+    }
+
+    /// A notification frame with its `\n`.
+    pub fn notification_frame(method: &str, params: &serde_json::Value) -> Vec<u8> {
+        let params = if params.is_null() { None } else { Some(params) };
+        let mut frame = Encoder::unlimited().notification(method, &params).unwrap_or_default();
+        frame.push(b'\n');
+        frame
+    }
+
+    /// Writes `bytes` (and flushes) within `limit`.
+    pub async fn write(&mut self, bytes: &[u8], limit: Duration) -> Result<(), WriteFailure> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(WriteFailure::Closed);
+        };
+        let write = async {
+            stdin.write_all(bytes).await?;
+            stdin.flush().await
+        };
+        match timeout(limit, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(WriteFailure::Closed),
+            Err(_) => Err(WriteFailure::Stalled),
+        }
+    }
+
+    /// Takes the server's stdin (to write from another task); give it back
+    /// with [`put_stdin`](RawConn::put_stdin).
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// Gives the server's stdin back.
+    pub fn put_stdin(&mut self, stdin: ChildStdin) {
+        self.stdin = Some(stdin);
+    }
+
+    /// Closes the server's stdin.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Sends a request; returns its id.
+    pub async fn send_request(
+        &mut self,
+        method: &str,
+        params: &serde_json::Value,
+        limit: Duration,
+    ) -> Result<i64, WriteFailure> {
+        let id = self.next_id();
+        self.write(&Self::request_frame(id, method, params), limit).await?;
+        Ok(id)
+    }
+
+    /// The next event, waiting until `deadline`.
+    pub async fn next_event(&mut self, deadline: Instant) -> Option<RawEvent> {
+        let event = tokio::time::timeout_at(deadline, self.events.recv()).await.ok().flatten()?;
+        self.log.push(event.clone());
+        Some(event)
+    }
+
+    /// Takes events until one satisfies `want` or `deadline` passes; stdout
+    /// closing ends the wait too (returns `Some(RawEvent::Eof)` only if
+    /// `want` accepts it).
+    pub async fn wait_for(&mut self, deadline: Instant, mut want: impl FnMut(&RawEvent) -> bool) -> Option<RawEvent> {
+        loop {
+            let event = self.next_event(deadline).await?;
+            if want(&event) {
+                return Some(event);
+            }
+            if matches!(event, RawEvent::Eof) {
+                return None;
+            }
+        }
+    }
+
+    /// Waits for the response to `id`.
+    pub async fn response(&mut self, id: i64, limit: Duration) -> Option<RawMessage> {
+        let deadline = Instant::now() + limit;
+        match self.wait_for(deadline, |e| matches!(e, RawEvent::Message(m) if m.answers(id))).await? {
+            RawEvent::Message(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Sends a `ping` and waits at most `limit` for its answer.
+    pub async fn ping(&mut self, limit: Duration) -> Result<Duration, String> {
+        let started = Instant::now();
+        let id = match self.send_request("ping", &serde_json::Value::Null, limit).await {
+            Ok(id) => id,
+            Err(e) => return Err(format!("the ping could not be written ({e:?})")),
+        };
+        let left = limit.saturating_sub(started.elapsed());
+        match self.response(id, left).await {
+            Some(_) => Ok(started.elapsed()),
+            None => Err(match self.exit_status() {
+                Some(status) => format!("the server exited ({status})"),
+                None => format!("no answer within {}", crate::fmt_duration(limit)),
+            }),
+        }
+    }
+
+    /// `initialize` then `notifications/initialized`.
+    pub async fn initialize(&mut self, target: &Target) -> Result<RawMessage, String> {
+        let limit = target.args.init_timeout;
+        let id = self
+            .send_request("initialize", &target.initialize_params(), limit)
+            .await
+            .map_err(|e| format!("initialize could not be written ({e:?})"))?;
+        let response = self
+            .response(id, limit)
+            .await
+            .ok_or_else(|| format!("initialize was not answered within {}", crate::fmt_duration(limit)))?;
+        self.write(&Self::notification_frame("notifications/initialized", &serde_json::Value::Null), limit)
+            .await
+            .map_err(|e| format!("notifications/initialized could not be written ({e:?})"))?;
+        Ok(response)
+    }
+
+    /// The exit status, if the server has exited.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Bytes of quoted evidence.
+    pub fn excerpt_len(&self) -> usize {
+        self.excerpt
+    }
+}
+
+/// Classifies one frame.
+fn classify(frame: &[u8], excerpt: usize) -> RawEvent {
+    let quote = || Preview::new(frame, Keep::Head(excerpt)).to_text();
+    match parse(frame) {
+        Ok(message) => RawEvent::Message(RawMessage {
+            kind: message.kind(),
+            id: message.id().map(Id::to_owned_id),
+            method: message.method().map(str::to_owned),
+            payload: message.payload().filter(|p| p.get().len() <= KEPT_PAYLOAD).map(|p| p.get().to_owned()),
+            len: frame.len(),
+            excerpt: quote(),
+        }),
+        Err(_) => RawEvent::NotJsonRpc { len: frame.len(), excerpt: quote() },
+    }
+}
