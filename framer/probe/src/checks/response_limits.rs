@@ -4,7 +4,7 @@
 //! `ping`.
 
 use mcp_framer::{Config, OversizePolicy};
-use mcp_framer_stdio::host::{Inbound, ReaderConfig, SkippedFrame};
+use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, SkippedFrame};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -113,13 +113,20 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let deadline = Instant::now() + args.step_timeout;
     let mut skipped = None;
     while let Ok(Some(item)) = tokio::time::timeout_at(deadline, inbound.recv()).await {
-        if let Inbound::Skipped(SkippedFrame::Oversize { len }) = item {
+        if let Inbound::Skipped(SkippedFrame::Oversize { len, .. }) = item {
             skipped = Some(len);
             break;
         }
     }
-    // The response was skipped, so its request can only end by giving up.
-    drop(pending);
+    // The host recovers the skipped response's id and fails its request at
+    // once with the frame's length; anything else is reported as seen.
+    match tokio::time::timeout(args.step_timeout, pending.response()).await {
+        Ok(Err(RequestError::Oversize { len, max, .. })) => result
+            .info(format!("the probe's host failed the call at once: a {len}-byte response over its {max}-byte limit")),
+        Ok(Ok(_)) => result.note(Verdict::Warn, "the call was answered within the lowered limit on the second try"),
+        Ok(Err(e)) => result.info(format!("the probe's host ended the call: {e}")),
+        Err(_) => result.info("the probe's host could not tell which request the skipped frame answered"),
+    };
     match skipped {
         Some(len) => result.info(format!(
             "with the limit at {limit} bytes, the probe's host skipped a frame of {len} bytes and went on"
