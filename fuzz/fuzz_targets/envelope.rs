@@ -5,6 +5,10 @@
 use libfuzzer_sys::fuzz_target;
 use mcp_framer_jsonrpc::check::check_envelope_agrees;
 
-fuzz_target!(|frame: &[u8]| {
+// `-malloc_limit_mb` without a sanitizer too; see `fuzz/src/lib.rs`.
+#[global_allocator]
+static ALLOCATOR: mcp_framer_fuzz::LimitedAlloc = mcp_framer_fuzz::LimitedAlloc;
+
+fuzz_target!(init: mcp_framer_fuzz::limit_allocations(), |frame: &[u8]| {
     check_envelope_agrees(frame);
 });

@@ -6,6 +6,10 @@
 use libfuzzer_sys::fuzz_target;
 use mcp_framer::check::{OversizeCase, check_oversize_recovery};
 
-fuzz_target!(|case: OversizeCase| {
+// `-malloc_limit_mb` without a sanitizer too; see `fuzz/src/lib.rs`.
+#[global_allocator]
+static ALLOCATOR: mcp_framer_fuzz::LimitedAlloc = mcp_framer_fuzz::LimitedAlloc;
+
+fuzz_target!(init: mcp_framer_fuzz::limit_allocations(), |case: OversizeCase| {
     check_oversize_recovery(&case);
 });

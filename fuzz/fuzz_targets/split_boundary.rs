@@ -5,7 +5,11 @@
 use libfuzzer_sys::fuzz_target;
 use mcp_framer::check::{check_split_boundary, decode_setup_and_payload};
 
-fuzz_target!(|data: &[u8]| {
+// `-malloc_limit_mb` without a sanitizer too; see `fuzz/src/lib.rs`.
+#[global_allocator]
+static ALLOCATOR: mcp_framer_fuzz::LimitedAlloc = mcp_framer_fuzz::LimitedAlloc;
+
+fuzz_target!(init: mcp_framer_fuzz::limit_allocations(), |data: &[u8]| {
     let (setup, payload) = decode_setup_and_payload(data);
     check_split_boundary(&setup, payload);
 });
