@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use common::corpus::{files, replay};
 use common::{config_from_json, corpus_dir, error_from_json, event_from_json, stats_from_json, unhex};
 use mcp_framer::check::{
-    MODES, OversizeCase, check_against_reference, check_oversize_recovery, check_split_boundary,
+    MODES, OversizeCase, check_against_reference, check_every_split, check_oversize_recovery, check_split_boundary,
     decode_setup_and_payload, run,
 };
 use serde_json::Value;
@@ -22,6 +22,11 @@ fn split_boundary_seeds_and_regressions_pass() {
     replay("split_boundary", |data| {
         let (setup, payload) = decode_setup_and_payload(data);
         check_split_boundary(&setup, payload);
+        // The fuzz target feeds only short payloads one byte at a time (for
+        // speed); on stable, every committed seed is also cut at every byte.
+        if payload.len() <= 512 {
+            check_every_split(&setup.config, payload);
+        }
     });
 }
 
