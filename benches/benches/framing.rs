@@ -92,12 +92,19 @@ fn copy_count(scratch: &mut [u8], stream: &[u8]) -> u64 {
 fn read_into(framer: &mut Framer, stream: &[u8]) -> u64 {
     let mut frames = 0;
     for chunk in stream.chunks(CHUNK) {
-        // The stand-in for read(2): the kernel would copy the pipe's bytes
-        // straight into the framer's spare space.
-        framer.spare()[..chunk.len()].copy_from_slice(chunk);
-        framer.commit(chunk.len());
-        while let Some(event) = framer.next_event().expect("no frame is oversize") {
-            count(event, &mut frames);
+        let mut chunk = chunk;
+        // A fresh framer lends less than a chunk for its first reads.
+        while !chunk.is_empty() {
+            // The stand-in for read(2): the kernel would copy the pipe's
+            // bytes straight into the framer's spare space.
+            let spare = framer.spare();
+            let n = spare.len().min(chunk.len());
+            spare[..n].copy_from_slice(&chunk[..n]);
+            framer.commit(n);
+            chunk = &chunk[n..];
+            while let Some(event) = framer.next_event().expect("no frame is oversize") {
+                count(event, &mut frames);
+            }
         }
     }
     assert_eq!(framer.buffered(), 0, "the stream ends with a newline");

@@ -1,30 +1,133 @@
-//! The framer's byte buffer: explicit growth, rolling the tail to the front,
-//! a hard cap.
+//! The framer's byte buffer: growth that touches only what is lent, rare
+//! tail moves, storage given back after a large frame, a hard cap.
 //!
 //! Layout, as in ripgrep's line buffer:
 //!
 //! ```text
-//! 0 ........ start ........ scan ........ end ........ data.len()
-//!   consumed   | scanned, no '\n' | unscanned | spare (lent to reads)
+//! 0 ...... start ...... scan ...... end ...... data.len() ...... data.capacity()
+//!   consumed  | scanned, no '\n' | unscanned | spare, initialised | reserved, untouched
 //! ```
 //!
 //! `start..end` is the live region: the current candidate frame plus any
 //! complete frames not yet handed out. `scan` is where the next search for
 //! `\n` resumes, so no byte is searched twice (tokio-util's `next_index`).
+//!
+//! Memory (all in safe code):
+//!
+//! * `data.len()` is the initialised prefix. Storage grows by reserving
+//!   capacity (doubling, so growth is amortised) and initialises only what
+//!   [`spare`](Buffer::spare) lends or [`append`](Buffer::append) writes, so
+//!   reserved pages the stream never reaches are never touched: a 17 MiB
+//!   frame makes about 17 MiB resident, not the 32 MiB reserved.
+//! * The live tail moves to the front (a *roll*) only when that is cheap: when
+//!   it holds at most a quarter of the storage, or, early, when it is a tiny
+//!   remnant and the room left could not take a frame as large as the largest
+//!   seen. Otherwise the storage grows. So a stream of 64 KiB frames read in
+//!   64 KiB reads moves about one byte in six, not nearly every byte.
+//! * Storage over the retention threshold is released at a read that finds
+//!   little buffered, with hysteresis ([`Retention`]).
 
 use alloc::vec::Vec;
 
+/// When storage over the retention threshold is released.
+///
+/// The clock is the read: one call of [`Buffer::checkpoint`] per `spare` or
+/// `push`. Storage over `retain` bytes is released at a checkpoint that finds
+/// less than one read buffered once it has not been needed beyond `retain`
+/// for more than `hold` such reads (the reads of a frame that is still
+/// growing count neither way). `hold` starts at 0: after an isolated large frame
+/// the storage goes back at the next read. A release is premature when the
+/// storage must grow beyond `retain` again within [`PREMATURE`] reads; each
+/// premature release doubles `hold` (up to [`MAX_HOLD`]), so a stream of
+/// large frames settles on keeping its storage. A later large need that
+/// comes after a calm halves it.
+#[derive(Debug)]
+pub(crate) struct Retention {
+    /// Storage above this many bytes is released (the threshold).
+    retain: usize,
+    /// Reads the storage must go without a need beyond `retain`.
+    hold: u32,
+    /// Reads with less than one read buffered since the storage last needed
+    /// more than `retain`.
+    since_large: u32,
+    /// Reads since the last release.
+    since_release: u32,
+    /// A release happened since the last need beyond `retain`.
+    released: bool,
+}
+
+/// A regrowth within this many reads of a release makes it premature.
+const PREMATURE: u32 = 16;
+/// The most reads a large storage is kept after its last large need.
+const MAX_HOLD: u32 = 64;
+
+impl Retention {
+    fn new(retain: usize) -> Retention {
+        Retention { retain, hold: 0, since_large: 0, since_release: 0, released: false }
+    }
+
+    /// The storage needs `need` bytes now.
+    fn needs(&mut self, need: usize) {
+        if need <= self.retain {
+            return;
+        }
+        if self.released {
+            // The first large need since a release: was it premature?
+            self.released = false;
+            if self.since_release <= PREMATURE {
+                self.hold = (self.hold * 2).clamp(1, MAX_HOLD);
+            } else {
+                self.hold /= 2;
+            }
+        }
+        self.since_large = 0;
+    }
+
+    /// One read is about to happen with `need` bytes needed (live plus the
+    /// read) in a storage of `capacity` bytes, `small` if less than one read
+    /// is buffered: whether to release the storage now. Only small reads
+    /// count as calm: the reads of a frame still growing count for nothing.
+    fn release_now(&mut self, need: usize, capacity: usize, small: bool) -> bool {
+        self.since_release = self.since_release.saturating_add(1);
+        if small {
+            self.since_large = self.since_large.saturating_add(1);
+        }
+        self.needs(need);
+        if capacity > self.retain && small && self.since_large > self.hold {
+            self.released = true;
+            self.since_release = 0;
+            return true;
+        }
+        false
+    }
+}
+
 /// A growable byte buffer with `start`/`scan`/`end` cursors.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Buffer {
-    /// Zero-initialised storage; `data.len()` is the usable capacity.
+    /// The storage. Its length is the initialised prefix (everything ever
+    /// lent or written since it was allocated); its capacity is the storage
+    /// reserved, untouched past the length.
     data: Vec<u8>,
     pub(crate) start: usize,
     pub(crate) scan: usize,
     pub(crate) end: usize,
+    /// The most bytes a read has needed so far (live bytes plus the read):
+    /// the size of the room that makes an early roll worth it.
+    peak: usize,
+    retention: Retention,
+    /// Live bytes moved to the front so far, by rolls and by growth (tests
+    /// compare it with the bytes read).
+    pub(crate) moved: u64,
 }
 
 impl Buffer {
+    /// An empty buffer that releases storage beyond `retain` bytes.
+    /// Allocates nothing.
+    pub(crate) fn new(retain: usize) -> Buffer {
+        Buffer { data: Vec::new(), start: 0, scan: 0, end: 0, peak: 0, retention: Retention::new(retain), moved: 0 }
+    }
+
     /// Bytes held: the live region.
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -37,9 +140,16 @@ impl Buffer {
         &self.data[self.start..self.end]
     }
 
+    /// The initialised storage (the live region's ranges index into it).
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
+    }
+
+    /// The storage reserved, in bytes.
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.data.capacity()
     }
 
     /// Drops every live byte. The storage keeps its size.
@@ -59,12 +169,41 @@ impl Buffer {
         self.scan = self.scan.max(pos);
     }
 
+    /// One read is about to happen, of at most `read` bytes: releases
+    /// storage over the retention threshold if the policy says so
+    /// ([`Retention`]). Call it once per read, before it.
+    pub(crate) fn checkpoint(&mut self, read: usize) {
+        let live = self.len();
+        let need = live.saturating_add(read);
+        if self.retention.release_now(need, self.data.capacity(), live < read) {
+            self.peak = 0;
+            self.relocate(need.min(self.retention.retain));
+        }
+    }
+
     /// Lends spare space for one read: at least `min` bytes, growing the
-    /// storage up to `cap` bytes if needed. Rolls the live region to the front
-    /// first when that makes enough room, so storage grows only when the live
-    /// region itself needs it.
+    /// storage up to `cap` bytes if needed (see the module docs for when the
+    /// live region moves). Only the bytes lent are initialised.
+    #[cfg(test)]
     pub(crate) fn spare(&mut self, min: usize, cap: usize) -> &mut [u8] {
+        self.prepare(min, cap);
+        self.lent()
+    }
+
+    /// Makes at least `min` initialised bytes of spare space after `end`,
+    /// growing the storage up to `cap` bytes if needed.
+    pub(crate) fn prepare(&mut self, min: usize, cap: usize) {
         self.make_room(min, cap);
+        let want = self.end + min;
+        if self.data.len() < want {
+            // Within the capacity `make_room` reserved: no reallocation.
+            self.data.resize(want, 0);
+        }
+    }
+
+    /// The initialised spare space after `end`.
+    #[inline]
+    pub(crate) fn lent(&mut self) -> &mut [u8] {
         let end = self.end;
         &mut self.data[end..]
     }
@@ -84,47 +223,72 @@ impl Buffer {
     pub(crate) fn append(&mut self, bytes: &[u8]) {
         self.make_room(bytes.len(), usize::MAX);
         let end = self.end;
-        self.data[end..end + bytes.len()].copy_from_slice(bytes);
+        // Overwrite what is initialised past `end`, extend by the rest
+        // (within the capacity reserved: no reallocation).
+        let overlap = (self.data.len() - end).min(bytes.len());
+        self.data[end..end + overlap].copy_from_slice(&bytes[..overlap]);
+        self.data.extend_from_slice(&bytes[overlap..]);
         self.end += bytes.len();
     }
 
-    /// Ensures at least `min` spare bytes after `end`.
+    /// Ensures the capacity holds at least `min` bytes after `end`.
     fn make_room(&mut self, min: usize, cap: usize) {
         if self.start == self.end {
             self.clear();
         }
-        // Roll early while the live tail is small (at most `min`, one read),
-        // not only when the storage is full: then the next frame starts at
-        // the front, and a large frame does not meet the end of the storage,
-        // where rolling would move everything of it read so far (for 8 MiB
-        // frames in a 16 MiB buffer that was 3/4 of all bytes). A caller that
-        // drains before each read gets each byte moved at most once.
-        let cheap_roll = self.start > 0 && self.len() <= min;
-        if !cheap_roll && self.data.len() - self.end >= min {
+        let live = self.len();
+        let need = live.checked_add(min).expect("buffer size overflows usize");
+        self.peak = self.peak.max(need);
+        let capacity = self.data.capacity();
+        let room = capacity - self.end;
+        // Early roll: a remnant of at most 1/64 of the storage (and at most
+        // one read) moves to the front when the room left could not take a
+        // frame as large as the largest so far. Then a large frame starts at
+        // the front and does not meet the end of the storage, where moving
+        // it would copy everything of it read so far.
+        let early = self.start > 0 && live <= min.min(capacity / 64) && room < self.peak;
+        if !early && room >= min {
             return;
         }
-        if self.start > 0 {
-            // Roll the live tail to the front.
-            self.data.copy_within(self.start..self.end, 0);
-            self.scan -= self.start;
-            self.end -= self.start;
-            self.start = 0;
-            if self.data.len() - self.end >= min {
+        // A roll frees the dead head. Worth it while the tail holds at most a
+        // quarter of the storage: each roll then makes room for at least
+        // three times the bytes it moves. A larger tail grows the storage.
+        if self.start > 0 && (early || live <= capacity / 4) {
+            self.roll();
+            if capacity - self.end >= min {
                 return;
             }
         }
-        let needed = self.end.checked_add(min).expect("buffer size overflows usize");
         assert!(
-            needed <= cap,
-            "framer buffer would exceed its cap ({needed} > {cap} bytes): \
+            need <= cap,
+            "framer buffer would exceed its cap ({need} > {cap} bytes): \
              call next_event until it returns None before lending more space"
         );
-        let doubled = self.data.len().saturating_mul(2);
-        let new_len = doubled.clamp(needed, cap.max(needed));
-        // Only the live bytes need to move; drop the dead tail before growing
-        // so a reallocation copies `end` bytes, not the whole old storage.
-        self.data.truncate(self.end);
-        self.data.resize(new_len, 0);
+        self.retention.needs(need);
+        self.relocate(capacity.saturating_mul(2).clamp(need, cap.max(need)));
+    }
+
+    /// Moves the live tail to the front of the storage.
+    fn roll(&mut self) {
+        self.data.copy_within(self.start..self.end, 0);
+        self.moved += self.len() as u64;
+        self.scan -= self.start;
+        self.end -= self.start;
+        self.start = 0;
+    }
+
+    /// Replaces the storage by a fresh one of `capacity` bytes (at least the
+    /// live region), holding the live region at its front. Only the live
+    /// bytes are copied and initialised; the old storage is freed.
+    fn relocate(&mut self, capacity: usize) {
+        let live = self.len();
+        let mut data = Vec::with_capacity(capacity.max(live));
+        data.extend_from_slice(self.live());
+        self.moved += live as u64;
+        self.data = data;
+        self.scan -= self.start;
+        self.end = live;
+        self.start = 0;
     }
 }
 
@@ -139,28 +303,54 @@ mod tests {
     }
 
     #[test]
-    fn a_small_tail_rolls_to_the_front_before_the_storage_is_full() {
-        let mut buf = Buffer::default();
-        read(&mut buf, &[b'a'; 100], 1000);
-        let storage = buf.bytes().len();
-        buf.consume_to(90);
-        buf.scan = 95;
-        // 900 bytes are free after `end`, enough for a read of 500: the old
-        // policy rolled only when they were not.
-        let spare = buf.spare(500, usize::MAX).len();
+    fn a_small_tail_rolls_early_when_a_frame_like_the_largest_would_not_fit() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'a'; 6000], 8000);
+        let storage = buf.capacity();
+        assert_eq!(storage, 8000);
+        buf.consume_to(5990);
+        buf.scan = 5995;
+        // 2000 bytes are free after `end`, enough for a read of 100 but not
+        // for a frame as large as the largest need so far (8000).
+        let spare = buf.spare(100, usize::MAX).len();
         assert_eq!((buf.start, buf.scan, buf.end), (0, 5, 10), "the 10 live bytes moved to the front");
-        assert_eq!(buf.bytes().len(), storage, "rolling does not grow the storage");
-        assert_eq!(spare, storage - 10);
+        assert_eq!(buf.capacity(), storage, "rolling does not grow the storage");
+        assert!(spare >= 100);
         assert_eq!(buf.live(), &[b'a'; 10]);
+        assert_eq!(buf.moved, 10);
     }
 
     #[test]
     fn a_large_tail_stays_put_while_a_read_fits() {
-        let mut buf = Buffer::default();
+        let mut buf = Buffer::new(usize::MAX);
         read(&mut buf, &[b'b'; 3000], 4000);
         buf.consume_to(1000);
         buf.spare(1000, usize::MAX);
         assert_eq!((buf.start, buf.end), (1000, 3000), "2000 live bytes > one read: not moved");
-        assert!(buf.bytes().len() - buf.end >= 1000);
+        assert!(buf.capacity() - buf.end >= 1000);
+    }
+
+    #[test]
+    fn a_tail_over_a_quarter_of_the_storage_grows_it_instead_of_rolling() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'c'; 4000], 4000);
+        buf.consume_to(2000);
+        let spare = buf.spare(4000, usize::MAX).len();
+        assert_eq!(buf.capacity(), 8000, "doubled");
+        assert_eq!((buf.start, buf.end), (0, 2000), "the live bytes were copied once, to the new front");
+        assert_eq!(spare, 4000, "only the bytes lent are initialised");
+        assert_eq!(buf.bytes().len(), 6000);
+    }
+
+    #[test]
+    fn growth_initialises_only_what_is_lent() {
+        let mut buf = Buffer::new(usize::MAX);
+        for _ in 0..17 {
+            let n = buf.spare(1 << 20, usize::MAX).len().min(1 << 20);
+            buf.commit(n);
+        }
+        assert_eq!(buf.len(), 17 << 20);
+        assert_eq!(buf.capacity(), 32 << 20, "reserved in doubling steps");
+        assert_eq!(buf.bytes().len(), 17 << 20, "initialised: only the 17 reads");
     }
 }

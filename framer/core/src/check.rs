@@ -45,7 +45,8 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The reference model: frames `input` as a whole. `seen` in
 /// [`Event::OversizeStarted`] and [`FrameError::Oversize`] is left at 0 (it
-/// depends on chunking; see [`normalize`]). `buffered_high_water` is 0.
+/// depends on chunking; see [`normalize`]). `buffered_high_water` and
+/// `buffer_capacity` are 0.
 pub fn reference(config: &Config, input: &[u8]) -> Outcome {
     let mut stats = Stats { bytes_in: input.len() as u64, ..Stats::default() };
     let mut events = Vec::new();
@@ -295,6 +296,7 @@ pub fn normalize(config: &Config, mut outcome: Outcome) -> Outcome {
         *seen = 0;
     }
     outcome.stats.buffered_high_water = 0;
+    outcome.stats.buffer_capacity = 0;
     outcome
 }
 

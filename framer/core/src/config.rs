@@ -14,6 +14,15 @@ pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 /// Linux pipe's default capacity, so one `read` can empty a full pipe.
 pub const DEFAULT_READ_SIZE: usize = 64 * 1024;
 
+/// Default retention threshold: 512 KiB, eight default reads.
+///
+/// Storage beyond it is given back after the frame that needed it (see
+/// [`Config::retain`]). Eight reads leave room for a stream of 64 KiB frames
+/// to be read without moving most bytes twice (its storage settles just under
+/// 512 KiB), and keep a session that once saw a 16 MiB result at a few
+/// hundred KiB at most afterwards.
+pub const DEFAULT_RETAIN: usize = 8 * DEFAULT_READ_SIZE;
+
 /// What the framer does when a frame passes [`Config::max_frame`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum OversizePolicy {
@@ -95,6 +104,14 @@ pub struct Config {
     /// buffer never grows beyond `max_frame + 1 + read_size`. Default:
     /// [`DEFAULT_READ_SIZE`] (64 KiB).
     pub read_size: usize,
+    /// The retention threshold, in bytes: buffer storage beyond it is given
+    /// back once the frame that needed it is consumed, at the next read that
+    /// finds at most one read's worth buffered, with hysteresis so that a
+    /// stream of large frames does not reallocate on every frame (the rule is
+    /// under [Memory](crate::Framer#memory)). Storage within it is kept, so
+    /// frames that fit allocate nothing once the buffer has grown.
+    /// `usize::MAX` keeps all storage. Default: [`DEFAULT_RETAIN`] (512 KiB).
+    pub retain: usize,
 }
 
 impl Config {
@@ -106,6 +123,7 @@ impl Config {
         empty_lines: EmptyLines::Skip,
         bom: Bom::Strip,
         read_size: DEFAULT_READ_SIZE,
+        retain: DEFAULT_RETAIN,
     };
 
     /// With another transport limit, in bytes ([`Config::max_frame`]).
@@ -147,6 +165,13 @@ impl Config {
     #[must_use]
     pub const fn with_read_size(mut self, read_size: usize) -> Config {
         self.read_size = read_size;
+        self
+    }
+
+    /// With another retention threshold, in bytes ([`Config::retain`]).
+    #[must_use]
+    pub const fn with_retain(mut self, retain: usize) -> Config {
+        self.retain = retain;
         self
     }
 

@@ -51,7 +51,44 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 ///   so a frame split into N chunks costs O(size), not O(size × N).
 /// * Bytes buffered never exceed `max_frame + 1 + read_size` (the `+ 1` is a
 ///   `\r` that may yet be stripped), and an oversize frame's bytes are never
-///   kept. Once the buffer has grown, framing allocates nothing.
+///   kept. While frames stay within [`Config::retain`], framing allocates
+///   nothing once the buffer has grown.
+///
+/// # Memory
+///
+/// * **Lazy, small start.** [`new`](Framer::new) allocates nothing. The first
+///   [`spare`](Framer::spare) lends 4 KiB (or `read_size` if smaller), and
+///   the lend doubles each time a read fills it, up to
+///   [`Config::read_size`](Config#structfield.read_size). An idle session
+///   holds a few KiB, not a whole read.
+/// * **Growth touches only what it uses.** The storage grows in doubling
+///   steps by reserving capacity; only the bytes lent by `spare` (or copied
+///   in by `push`) are ever written, so pages the stream never reaches are
+///   never made resident: a 17 MiB frame costs about 17 MiB, not the 32 MiB
+///   reserved. [`capacity`](Framer::capacity) and [`Stats::buffer_capacity`]
+///   report the reservation.
+/// * **Each byte is copied about once.** The unconsumed tail moves to the
+///   front of the storage only when that is cheap: when it is at most a
+///   quarter of the storage, or when it is a small remnant and the room left
+///   could not take a frame as large as the largest so far. Otherwise the
+///   storage grows. For 64 KiB frames in 64 KiB reads this moves about one
+///   byte in six (it used to move most of them).
+/// * **Storage is given back.** Storage over [`Config::retain`] bytes is
+///   released at the next read (`spare` or `push` call) that finds at most
+///   one read's worth buffered, and replaced by one of at most `retain`
+///   bytes, of which only the lent part is touched. Hysteresis keeps a
+///   stream of large frames from reallocating on every frame: when storage
+///   released has to grow past `retain` again within 16 reads, the release
+///   was premature, and the framer then waits for more reads (doubling each
+///   time, up to 64) without a need beyond `retain` before it releases
+///   again; a release that proves right halves that wait. An isolated large
+///   frame is released at the first read after it.
+/// * **Fresh versus kept framers.** A fresh framer pays first-touch page
+///   faults for every page a large frame reaches (a 32 MiB frame: about
+///   8,200 faults of 4 KiB pages), which dominates its cost. A host that
+///   keeps one framer per session for the session's lifetime, as
+///   `mcp-framer-stdio`'s reader does, pays them once, for storage within
+///   `retain`, and again only for frames beyond it.
 /// * Every byte is counted in [`Stats`]; see there for the identity.
 ///
 /// # Example: read-into
@@ -92,6 +129,9 @@ pub struct Framer {
     newline: Newline,
     /// What the framer is doing with the current line.
     phase: Phase,
+    /// The least spare space the next [`Framer::spare`] lends: small at
+    /// first, doubled by each read that fills it, up to the read size.
+    lend: usize,
     /// [`Framer::finish`] was called: no byte will follow what is buffered.
     /// Independent of the phase (a line or a discard may be under way at end
     /// of stream); "finished" is derived from both and the buffer.
@@ -118,6 +158,9 @@ enum Phase {
     /// the error, and every later byte is discarded.
     Stopped(FrameError),
 }
+
+/// The first lend of a fresh framer (at most the read size).
+const INITIAL_LEND: usize = 4096;
 
 /// Where a frame's bytes are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,10 +189,11 @@ impl Framer {
     pub fn new(config: Config) -> Framer {
         Framer {
             config,
-            buf: Buffer::default(),
+            buf: Buffer::new(config.retain),
             stats: Stats::default(),
             newline: Newline::new(),
             phase: if config.bom == Bom::Strip { Phase::Start } else { Phase::Framing },
+            lend: INITIAL_LEND.min(config.read_size()),
             eof: false,
         }
     }
@@ -190,10 +234,33 @@ impl Framer {
         self.buf.live()
     }
 
-    /// The size of the buffer's storage in bytes: what the framer holds on the
-    /// heap. At most `max_frame + 1 + read_size` in read-into mode.
+    /// The size of the buffer's storage in bytes: what the framer has
+    /// reserved on the heap (only the part it has used is resident). At most
+    /// `max_frame + 1 + read_size` in read-into mode; back within
+    /// [`Config::retain`] after a large frame (see [Memory](Framer#memory)).
+    /// Also in [`Stats::buffer_capacity`].
+    ///
+    /// ```
+    /// use mcp_framer::{Config, Framer};
+    ///
+    /// let mut framer = Framer::new(Config::DEFAULT.with_retain(64 * 1024));
+    /// assert_eq!(framer.capacity(), 0, "nothing allocated yet");
+    /// let big = [vec![b'x'; 1 << 20], b"\n".to_vec()].concat();
+    /// let mut push = framer.push(&big[..1000]);
+    /// while push.next_event().unwrap().is_some() {}
+    /// drop(push);
+    /// for chunk in big[1000..].chunks(64 * 1024) {
+    ///     let mut push = framer.push(chunk);
+    ///     while push.next_event().unwrap().is_some() {}
+    /// }
+    /// assert!(framer.capacity() >= 1 << 20, "the partial frame needed 1 MiB");
+    /// let mut push = framer.push(b"{}\n");
+    /// while push.next_event().unwrap().is_some() {}
+    /// drop(push);
+    /// assert!(framer.capacity() <= 64 * 1024, "given back at the next read");
+    /// ```
     pub fn capacity(&self) -> usize {
-        self.buf.bytes().len()
+        self.buf.capacity()
     }
 
     /// Whether an oversize frame is being discarded up to its `\n`.
@@ -215,9 +282,15 @@ impl Framer {
         }
     }
 
-    /// Lends spare space in the framer's buffer for one read: at least
-    /// [`Config::read_size`](Config#structfield.read_size) bytes. Read into it, then [`commit`](Framer::commit)
-    /// the number of bytes read.
+    /// Lends spare space in the framer's buffer for one read. Read into it,
+    /// then [`commit`](Framer::commit) the number of bytes read. A fresh
+    /// framer lends at least 4 KiB (or
+    /// [`Config::read_size`](Config#structfield.read_size) if smaller), and
+    /// each read that fills what was lent doubles the least lend, up to
+    /// `read_size`; a busy stream reaches `read_size` in a few reads. The
+    /// space may be longer than that least. Call it once per read: it is also
+    /// where storage beyond [`Config::retain`] is given back (see
+    /// [Memory](Framer#memory)).
     ///
     /// # Panics
     ///
@@ -226,7 +299,10 @@ impl Framer {
     /// exceed the buffer cap (`max_frame + 1 + read_size`).
     pub fn spare(&mut self) -> &mut [u8] {
         let cap = self.config.buffer_cap();
-        self.buf.spare(self.config.read_size(), cap)
+        self.buf.checkpoint(self.lend);
+        self.buf.prepare(self.lend, cap);
+        self.stats.buffer_capacity = self.buf.capacity() as u64;
+        self.buf.lent()
     }
 
     /// Marks `n` bytes of the space lent by [`spare`](Framer::spare) as read.
@@ -239,6 +315,9 @@ impl Framer {
         assert!(!self.eof, "commit after finish");
         self.buf.commit(n);
         self.stats.bytes_in += n as u64;
+        if n >= self.lend {
+            self.lend = self.lend.saturating_mul(2).min(self.config.read_size());
+        }
         if let Phase::Stopped(_) = self.phase {
             self.stats.discarded_bytes += n as u64;
             self.buf.clear();
@@ -350,6 +429,7 @@ impl Framer {
     }
 
     fn note_high_water(&mut self) {
+        self.stats.buffer_capacity = self.buf.capacity() as u64;
         let held = self.buf.len() as u64;
         if held > self.stats.buffered_high_water {
             self.stats.buffered_high_water = held;
@@ -575,6 +655,13 @@ impl Framer {
         }
         self.phase = Phase::Framing;
         true
+    }
+
+    /// One push is about to be framed: gives back storage beyond
+    /// [`Config::retain`] if the policy says so (see [Memory](Framer#memory)).
+    pub(crate) fn checkpoint(&mut self) {
+        self.buf.checkpoint(self.config.read_size());
+        self.stats.buffer_capacity = self.buf.capacity() as u64;
     }
 
     /// Moves the unconsumed rest of a pushed chunk into the buffer, unscanned,

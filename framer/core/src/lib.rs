@@ -70,7 +70,7 @@ mod newline;
 mod push;
 mod stats;
 
-pub use config::{Bom, Config, DEFAULT_MAX_FRAME, DEFAULT_READ_SIZE, EmptyLines, OversizePolicy};
+pub use config::{Bom, Config, DEFAULT_MAX_FRAME, DEFAULT_READ_SIZE, DEFAULT_RETAIN, EmptyLines, OversizePolicy};
 pub use event::{Event, FrameError};
 pub use framer::Framer;
 pub use push::Push;

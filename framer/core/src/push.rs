@@ -36,6 +36,7 @@ impl Framer {
     pub fn push<'f, 'c>(&'f mut self, chunk: &'c [u8]) -> Push<'f, 'c> {
         assert!(!self.eof || chunk.is_empty(), "push after finish");
         self.stats.bytes_in += chunk.len() as u64;
+        self.checkpoint();
         Push { framer: self, chunk, pos: 0 }
     }
 }

@@ -49,6 +49,12 @@ pub struct Stats {
     pub truncated_bytes: u64,
     /// The most bytes the framer's buffer ever held at once.
     pub buffered_high_water: u64,
+    /// The framer's buffer storage now, in bytes reserved: a gauge, not a
+    /// counter ([`Framer::capacity`](crate::Framer::capacity)). It grows with
+    /// the frames and goes back within
+    /// [`Config::retain`](crate::Config::retain) after them; it depends on
+    /// chunking and mode, like `buffered_high_water`.
+    pub buffer_capacity: u64,
 }
 
 impl Stats {

@@ -30,6 +30,22 @@ impl Rng {
     }
 }
 
+/// Reads `piece` into the framer in read-into mode, as many reads as its
+/// spare space takes, draining the events after each into `on_event`.
+fn read_into(framer: &mut Framer, mut piece: &[u8], mut on_event: impl FnMut(&Framer, Event<Vec<u8>>)) {
+    while !piece.is_empty() {
+        let spare = framer.spare();
+        let n = spare.len().min(piece.len());
+        spare[..n].copy_from_slice(&piece[..n]);
+        framer.commit(n);
+        piece = &piece[n..];
+        while let Some(event) = framer.next_event().unwrap() {
+            let event = event.map(<[u8]>::to_vec);
+            on_event(framer, event);
+        }
+    }
+}
+
 #[test]
 fn frame_of_exactly_max_frame_is_delivered_and_one_more_is_oversize() {
     for policy in [OversizePolicy::Skip, OversizePolicy::Fail] {
@@ -176,13 +192,7 @@ fn each_byte_is_scanned_once_however_the_frame_is_split() {
             let mut events = 0;
             for piece in input.chunks(chunk) {
                 match mode {
-                    Mode::ReadInto => {
-                        framer.spare()[..piece.len()].copy_from_slice(piece);
-                        framer.commit(piece.len());
-                        while framer.next_event().unwrap().is_some() {
-                            events += 1;
-                        }
-                    }
+                    Mode::ReadInto => read_into(&mut framer, piece, |_, _| events += 1),
                     Mode::Push => {
                         let mut push = framer.push(piece);
                         while push.next_event().unwrap().is_some() {
@@ -210,16 +220,14 @@ fn buffer_stays_within_max_frame_plus_one_read_and_discarding_does_not_grow_it()
     }
     let mut capacity_before_giant = None;
     for piece in input.chunks(3000) {
-        framer.spare()[..piece.len()].copy_from_slice(piece);
-        framer.commit(piece.len());
-        while let Some(event) = framer.next_event().unwrap() {
+        read_into(&mut framer, piece, |framer, event| {
             if let Event::OversizeStarted { seen } = event
                 && seen > 10_001
                 && capacity_before_giant.is_none()
             {
                 capacity_before_giant = Some(framer.capacity());
             }
-        }
+        });
         assert!(framer.capacity() <= cap, "capacity {} over cap {cap}", framer.capacity());
         assert!(framer.buffered() <= config.max_frame + 1);
     }
@@ -341,4 +349,128 @@ fn push_after_finish_panics() {
     let mut framer = Framer::new(Config::default());
     framer.finish();
     drop(framer.push(b"{}\n"));
+}
+
+/// A frame of `len` bytes and its `\n`.
+fn line(len: usize) -> Vec<u8> {
+    let mut line = vec![b'x'; len];
+    line.push(b'\n');
+    line
+}
+
+/// Feeds `bytes` in `mode`, in chunks of at most `chunk` bytes, and returns
+/// the frames delivered.
+fn feed(framer: &mut Framer, mode: Mode, bytes: &[u8], chunk: usize) -> usize {
+    let mut frames = 0;
+    for piece in bytes.chunks(chunk) {
+        match mode {
+            Mode::ReadInto => {
+                read_into(framer, piece, |_, event| frames += usize::from(matches!(event, Event::Frame(_))))
+            }
+            Mode::Push => {
+                let mut push = framer.push(piece);
+                while let Some(event) = push.next_event().unwrap() {
+                    frames += usize::from(matches!(event, Event::Frame(_)));
+                }
+            }
+        }
+    }
+    frames
+}
+
+#[test]
+fn storage_goes_back_under_the_threshold_after_a_big_frame_followed_by_small_ones() {
+    let retain = 256 * 1024;
+    let config = Config::DEFAULT.with_retain(retain);
+    for mode in MODES {
+        let mut framer = Framer::new(config);
+        assert_eq!(framer.capacity(), 0, "{mode:?}: a fresh framer allocates nothing");
+        assert_eq!(feed(&mut framer, mode, &line(4 << 20), 64 * 1024), 1);
+        let big = framer.capacity();
+        assert!(big >= 4 << 20, "{mode:?}: the 4 MiB frame needed {big} bytes of storage");
+        assert_eq!(framer.stats().buffer_capacity, big as u64, "{mode:?}: the gauge follows");
+        let small = line(200).repeat(100);
+        assert_eq!(feed(&mut framer, mode, &small, 64 * 1024), 100);
+        let after = framer.capacity();
+        assert!(after <= retain, "{mode:?}: {after} bytes kept after small frames, threshold {retain}");
+        assert_eq!(framer.stats().buffer_capacity, after as u64, "{mode:?}");
+        // And it stays there: small frames do not grow it past the threshold.
+        assert_eq!(feed(&mut framer, mode, &small.repeat(20), 64 * 1024), 2000);
+        assert!(framer.capacity() <= retain, "{mode:?}: {}", framer.capacity());
+    }
+}
+
+#[test]
+fn an_isolated_big_frame_is_given_back_at_the_next_read_and_a_stream_of_them_keeps_its_storage() {
+    let config = Config::DEFAULT.with_retain(128 * 1024);
+    for mode in MODES {
+        let mut framer = Framer::new(config);
+        feed(&mut framer, mode, &line(1 << 20), 64 * 1024);
+        assert!(framer.capacity() > 512 * 1024, "{mode:?}: {}", framer.capacity());
+        // One read finding nothing buffered (read-into: the next `spare`;
+        // push: the next chunk) gives it back.
+        match mode {
+            Mode::ReadInto => drop(framer.spare()),
+            Mode::Push => drop(framer.push(b"")),
+        }
+        assert!(framer.capacity() <= 128 * 1024, "{mode:?}: {}", framer.capacity());
+
+        // Back-to-back big frames: after at most a few premature releases
+        // the storage is kept from frame to frame.
+        let stream = line(1 << 20).repeat(12);
+        let mut releases = 0;
+        let mut last = framer.capacity();
+        for frame in stream.chunks(stream.len() / 12) {
+            feed(&mut framer, mode, frame, 64 * 1024);
+            let now = framer.capacity();
+            releases += usize::from(now < last);
+            last = now;
+        }
+        let mut later = 0;
+        for frame in stream.chunks(stream.len() / 12) {
+            feed(&mut framer, mode, frame, 64 * 1024);
+            later += usize::from(framer.capacity() < last);
+            last = framer.capacity();
+        }
+        assert!(releases <= 3, "{mode:?}: {releases} releases in the first 12 frames");
+        assert_eq!(later, 0, "{mode:?}: storage released again once the stream settled");
+    }
+}
+
+#[test]
+fn read_into_moves_few_bytes_for_64_kib_frames_in_64_kib_reads() {
+    // A 64 KiB message plus its envelope, as in the framing bench: frames
+    // straddle the reads, so nearly every read leaves a partial frame.
+    let stream = line(64 * 1024 + 60).repeat(512); // 32 MiB
+    let mut framer = Framer::new(Config::DEFAULT);
+    assert_eq!(feed(&mut framer, Mode::ReadInto, &stream, 64 * 1024), 512);
+    let (moved, read) = (framer.buf.moved, framer.stats().bytes_in);
+    // Rolling on nearly every read (the old policy) moved about half of it.
+    assert!(moved * 4 < read, "{moved} bytes moved for {read} bytes read");
+    assert!(framer.capacity() <= crate::DEFAULT_RETAIN, "{}", framer.capacity());
+}
+
+#[test]
+fn a_fresh_framer_lends_a_page_and_doubles_up_to_the_read_size() {
+    let mut framer = Framer::new(Config::DEFAULT);
+    assert_eq!(framer.spare().len(), 4096);
+    let mut lends = Vec::new();
+    for _ in 0..6 {
+        let spare = framer.spare();
+        let n = spare.len();
+        lends.push(n);
+        spare.fill(b'x');
+        framer.commit(n);
+    }
+    // Each lend is at least the least lend, and each full read doubles it.
+    assert!(lends[0] >= 4096 && lends[1] >= 8192 && lends[4] >= 64 * 1024, "{lends:?}");
+    assert!(framer.capacity() < 256 * 1024, "{}", framer.capacity());
+    // A read that does not fill the lend keeps it.
+    let mut small = Framer::new(Config::DEFAULT);
+    small.spare();
+    small.commit(100);
+    assert_eq!(small.spare().len(), 4096, "still a page after the 100 bytes held");
+    // Never more than the read size is required.
+    let mut tiny = Framer::new(Config::DEFAULT.with_read_size(100));
+    assert!(tiny.spare().len() >= 100);
 }

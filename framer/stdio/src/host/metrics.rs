@@ -11,7 +11,8 @@ use mcp_framer::Stats;
 
 /// The live counters of one session (or of one [`Reader`](super::Reader)).
 ///
-/// Every counter only grows. The host tasks update them as they go, with
+/// Every counter only grows, except the gauges (`oversize_in_progress`,
+/// `buffer_capacity`). The host tasks update them as they go, with
 /// relaxed atomics, so reading them never blocks and never slows the reader;
 /// [`Metrics::snapshot`] copies them out. Share one between tasks with an
 /// `Arc`.
@@ -33,6 +34,7 @@ pub struct Metrics {
     pub(crate) discarded_bytes: AtomicU64,
     pub(crate) truncated_bytes: AtomicU64,
     pub(crate) buffered_high_water: AtomicU64,
+    pub(crate) buffer_capacity: AtomicU64,
     pub(crate) parse_errors: AtomicU64,
     pub(crate) non_json_lines: AtomicU64,
     pub(crate) delivered: AtomicU64,
@@ -68,6 +70,7 @@ impl Metrics {
             discarded_bytes: get(&self.discarded_bytes),
             truncated_bytes: get(&self.truncated_bytes),
             buffered_high_water: get(&self.buffered_high_water),
+            buffer_capacity: get(&self.buffer_capacity),
             parse_errors: get(&self.parse_errors),
             non_json_lines: get(&self.non_json_lines),
             delivered: get(&self.delivered),
@@ -107,6 +110,7 @@ impl Metrics {
         set(&self.oversize_in_progress, in_progress);
         set(&self.truncated_bytes, stats.truncated_bytes);
         set(&self.buffered_high_water, stats.buffered_high_water);
+        set(&self.buffer_capacity, stats.buffer_capacity);
     }
 
     /// Adds time the reader spent waiting for room in the inbound queue.
@@ -174,6 +178,11 @@ pub struct MetricsSnapshot {
     pub truncated_bytes: u64,
     /// The most bytes the framer held at once (at most limit + 1 + one read).
     pub buffered_high_water: u64,
+    /// A gauge: the framer's buffer storage now, in bytes reserved
+    /// ([`Stats::buffer_capacity`]). It grows with large frames and goes back
+    /// within [`Config::retain`](mcp_framer::Config::retain) after them, so
+    /// a session that once received a large result does not keep its size.
+    pub buffer_capacity: u64,
     /// Parse errors on lines that do not even start like JSON (first
     /// non-blank byte not `{` or `[`): a log line printed on stdout by mistake.
     pub non_json_lines: u64,

@@ -12,8 +12,11 @@ use crate::counter::add;
 use crate::{Keep, Preview, Previewer};
 use mcp_framer::{Bom, Config, EmptyLines, Event, Framer, OversizePolicy};
 
-/// Bytes read from stderr per `read`.
+/// Most bytes read from stderr per `read`.
 const READ_SIZE: usize = 16 * 1024;
+/// Bytes read per `read` at first: a quiet server's stderr costs one small
+/// buffer; each read that fills it doubles it, up to [`READ_SIZE`].
+const FIRST_READ_SIZE: usize = 512;
 /// Longest line forwarded to `tracing`; a longer line is reported by its
 /// length only (it stays in the tail).
 const MAX_LOGGED_LINE: usize = 4096;
@@ -141,7 +144,7 @@ pub(crate) async fn drain_stderr<R>(mut stderr: R, tail: Arc<StderrTail>, metric
 where
     R: AsyncRead + Unpin,
 {
-    let mut buf = vec![0u8; READ_SIZE];
+    let mut buf = vec![0u8; FIRST_READ_SIZE];
     let mut lines = Lines::new(level);
     loop {
         let n = match stderr.read(&mut buf).await {
@@ -153,6 +156,9 @@ where
                 break;
             }
         };
+        if n == buf.len() && n < READ_SIZE {
+            buf.resize(2 * n, 0);
+        }
         let chunk = &buf[..n];
         add(&metrics.stderr_bytes, n as u64);
         tail.push(chunk);
