@@ -12,7 +12,8 @@ use futures::StreamExt;
 use mcp_framer::{Config, Event, Framer};
 use mcp_framer_benches::pipe::{self, Report, Watchdog, Writer};
 use mcp_framer_stdio::host::{
-    Inbound, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport, Session, SessionConfig,
+    Inbound, InboundQueue, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport, Session,
+    SessionConfig, inbound_channel,
 };
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -191,8 +192,8 @@ pub fn spawn_host_reader(
     input: impl AsyncRead + Unpin + Send + 'static,
     capacity: usize,
     max_wait: Duration,
-) -> (JoinHandle<ReaderReport>, mpsc::Receiver<Inbound>, Arc<Metrics>) {
-    let (tx, rx) = mpsc::channel(capacity);
+) -> (JoinHandle<ReaderReport>, InboundQueue, Arc<Metrics>) {
+    let (tx, rx) = inbound_channel(capacity);
     let config = ReaderConfig::default()
         .with_framer(Config::DEFAULT.with_max_frame(MAX_FRAME))
         .with_overload(Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(max_wait));
