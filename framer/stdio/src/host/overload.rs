@@ -94,10 +94,13 @@ pub enum OverloadPolicy {
 ///
 /// **Bytes queued.** Besides its capacity in messages, the queue is bounded in
 /// bytes: the frames of the messages the reader has queued and the
-/// application has not dropped yet (a message counts until it is dropped;
-/// a clone is the application's own copy and does not count) add up to at
-/// most `max_queued_bytes`, except that one message always fits when none is
-/// held, whatever its size (it then counts as the whole bound). A message over
+/// application has not dropped yet add up to at most `max_queued_bytes`,
+/// except that one message always fits when none is held, whatever its size
+/// (it then counts as the whole bound). A message counts until it is
+/// dropped; the messages of one read, handed over together in one shared
+/// buffer (see [`Reader`](super::Reader)), count until the last of them is
+/// dropped, since that is when their buffer is freed. A clone is the
+/// application's own copy and does not count. A message over
 /// the byte bound gets the policy at once, never waits, and is counted like
 /// one that found the queue full. So the memory a stalled application makes
 /// the host hold is bounded by the larger of `max_queued_bytes` and one
@@ -109,7 +112,7 @@ pub enum OverloadPolicy {
 /// a current-thread runtime may simply not have had a turn, makes room. Only
 /// if none is made does the episode start; within an episode the policy
 /// applies at once. Past half the byte bound or half the capacity, the reader
-/// also yields once after each message it queues. So by default nothing is
+/// also yields once after each read's messages it queues. So by default nothing is
 /// lost to a consumer that keeps up, and a stalled one never holds the reader.
 ///
 /// A closed queue (the application dropped its receiver) is not an overload:
@@ -596,6 +599,27 @@ mod tests {
         for i in 0..n {
             assert!(matches!(dispatch.offer(i).await, Offer::Delivered), "offer {i} of {n}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_one_send_and_its_items_count_until_taken() {
+        let (tx, mut rx) = channel::<u32>(4);
+        assert!(tx.try_send_batch(vec![1, 2, 3]).is_ok());
+        assert_eq!((tx.capacity(), tx.max_capacity()), (1, 4));
+        assert!(matches!(tx.try_send_batch(vec![4, 5]), Err(TrySendError::Full(batch)) if batch == [4, 5]));
+        assert_eq!(rx.recv().await, Some(1));
+        assert_eq!(tx.capacity(), 2, "an item frees its room when taken");
+        assert!(tx.try_send(4).is_ok());
+        let mut many = Vec::new();
+        assert_eq!(rx.recv_many(&mut many, 2).await, 2);
+        assert_eq!(rx.recv_many(&mut many, 8).await, 1, "the rest of the batch, then the next batch");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert!(tx.try_send(5).is_ok());
+        assert_eq!(rx.try_recv(), Ok(5));
+        assert_eq!(many, [2, 3, 4]);
+        assert_eq!(tx.capacity(), 4);
+        drop(tx);
+        assert_eq!(rx.recv().await, None);
     }
 
     // The real clock: a zero-timeout wait would still go through the timer

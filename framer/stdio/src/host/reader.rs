@@ -668,6 +668,61 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn one_read_is_one_batch_in_one_buffer_held_until_its_last_message_is_dropped() {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#;
+        let input = format!("{note}\n{REQUEST}\nnot json\n{note}\n");
+        let (tx, mut rx) = crate::host::inbound_channel(16);
+        let reader = Reader::new(ReaderConfig::default(), tx);
+        let metrics = reader.metrics();
+        let report = reader.run(input.as_bytes()).await;
+        assert!(matches!(report.end, ReaderEnd::Eof));
+        let mut items = Vec::new();
+        assert_eq!(rx.recv_many(&mut items, 16).await, 4, "the whole read at once, in order");
+        let frames: Vec<&[u8]> = items
+            .iter()
+            .filter_map(|item| match item {
+                Inbound::Notification(r) | Inbound::Request(r) => Some(r.frame()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frames, [note.as_bytes(), REQUEST.as_bytes(), note.as_bytes()]);
+        assert!(matches!(&items[2], Inbound::Skipped(SkippedFrame::NotJson { len: 8, .. })));
+        // One buffer: each frame right after the one before.
+        for pair in frames.windows(2) {
+            assert_eq!(pair[1].as_ptr().addr(), pair[0].as_ptr().addr() + pair[0].len());
+        }
+        assert_eq!(metrics.snapshot().delivered, 3);
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_batch_counts_against_the_byte_bound_until_its_last_message_is_dropped() {
+        let note = r#"{"jsonrpc":"2.0","method":"n"}"#;
+        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(4 * note.len());
+        let (tx, mut rx) = crate::host::inbound_channel(16);
+        let reader = Reader::new(ReaderConfig::default().with_overload(overload), tx);
+        let metrics = reader.metrics();
+        let (mut server, stdout) = tokio::io::duplex(1 << 16);
+        let reader = tokio::spawn(reader.run(stdout));
+        use tokio::io::AsyncWriteExt as _;
+        // Two messages in one write: one batch of 2 frames.
+        server.write_all(format!("{note}\n{note}\n").as_bytes()).await.unwrap();
+        let first = rx.recv().await.unwrap();
+        let second = rx.recv().await.unwrap();
+        drop(first);
+        // Three more: only two fit while the batch's buffer lives (2 + 2 of 4).
+        server.write_all(format!("{note}\n{note}\n{note}\n").as_bytes()).await.unwrap();
+        let mut later = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+        drop(server);
+        assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped), (4, 1), "the first batch still held its two frames");
+        drop(second);
+        later.clear();
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
     async fn oversize_under_fail_ends_the_reader() {
         let input = format!("{REQUEST}\n{}\n{REQUEST}\n", "z".repeat(1000));
         let mut config = config(OverloadPolicy::Drop);
