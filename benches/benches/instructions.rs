@@ -258,6 +258,53 @@ fn parse_in_place(messages: Messages) -> usize {
     messages.frames.len()
 }
 
+/// The host reader's hot path: a stream of notifications and how many
+/// messages it holds.
+struct HostStream {
+    bytes: Vec<u8>,
+    frames: u64,
+}
+
+/// Copies of a `notifications/message` of `bytes` bytes
+/// (`mcp_framer_benches::pipe::notification`, what the pipe bench's child
+/// writes), `total` bytes of them.
+fn notifications(bytes: usize, total: usize) -> HostStream {
+    let (bytes, frames) = stream(|_| mcp_framer_benches::pipe::notification(bytes), total);
+    HostStream { bytes, frames }
+}
+
+// `mcp_framer_stdio::host::Reader` over an in-memory stream, in 64 KiB reads:
+// framing, envelope classification, the copy out of the framer, the byte
+// accounting and the hand-off to the inbound queue, then the consumer taking
+// every message (the queue holds the whole stream: no yield, no overload).
+// Polled by `futures::executor::block_on` on the bench's thread: the default
+// reader needs no runtime (no timer, no I/O driver), and callgrind counted
+// nothing under a tokio runtime's `block_on`.
+#[library_benchmark]
+#[bench::note_200b(notifications(200, MIB))]
+#[bench::note_64k(notifications(64 * KIB, 2 * MIB))]
+fn host_reader(host: HostStream) -> u64 {
+    use mcp_framer_stdio::host::{Inbound, Reader, ReaderConfig, ReaderEnd};
+    let HostStream { bytes, frames } = host;
+    let received = futures::executor::block_on(async {
+        let (inbound, mut queue) = mcp_framer_stdio::host::inbound_channel(usize::MAX);
+        let reader = Reader::new(ReaderConfig::default(), inbound);
+        let metrics = reader.metrics();
+        let report = reader.run(black_box(&bytes[..])).await;
+        assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
+        let mut received = 0;
+        while let Some(item) = queue.recv().await {
+            assert!(matches!(item, Inbound::Notification(_)), "{item:?}");
+            received += 1;
+        }
+        assert_eq!(metrics.snapshot().delivered, received);
+        received
+    });
+    assert_eq!(received, frames);
+    received
+}
+
 library_benchmark_group!(name = framer, benchmarks = [read_into, push]);
 library_benchmark_group!(name = envelope, benchmarks = [parse, parse_in_place]);
-main!(library_benchmark_groups = [framer, envelope]);
+library_benchmark_group!(name = host, benchmarks = [host_reader]);
+main!(library_benchmark_groups = [framer, envelope, host]);

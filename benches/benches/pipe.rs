@@ -22,6 +22,19 @@
 //! its pipe enlarged to 1 MiB by `F_SETPIPE_SZ`; the others use the default
 //! 64 KiB pipe.
 //!
+//! The readers a user would pick instead of this project's host, each
+//! receiving every message as a value the application can use:
+//! `host-session` (`mcp_framer_stdio::host::Session` spawns the child; a
+//! consumer task counts the notifications; no drops asserted), `rmcp`
+//! (rmcp's `TokioChildProcess` spawns it; `Transport::receive` until the end)
+//! and `hand-written` (`FramedRead` + `LinesCodec` +
+//! `serde_json::from_str::<Value>` per line). The two that own the child
+//! start it by sending one line on its stdin instead of closing it.
+//!
+//! The child writes `notifications/message` of 200 B, 64 KiB and 1 MiB
+//! ([`pipe::notification`]): every reader, rmcp's typed one included, takes
+//! them unasked.
+//!
 //! Benchmark ids: `pipe/<shape>/<placement>/<strategy>`, placement one of
 //! `same-cpu` (reader and child pinned to the first allowed CPU),
 //! `split-cpus` (reader on the first, child on the second) and `unpinned`.
@@ -45,9 +58,12 @@ use readers::Queue;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
 
-/// The three shapes: name, shape, size asked for.
-const SHAPES: [(&str, Shape, usize); 3] =
-    [("200B", Shape::Request, 200), ("64KiB", Shape::ToolsList, 64 << 10), ("8MiB", Shape::Text, 8 << 20)];
+/// The three sizes: name, shape, size asked for.
+const SHAPES: [(&str, Shape, usize); 3] = [
+    ("200B", Shape::Notification, 200),
+    ("64KiB", Shape::Notification, 64 << 10),
+    ("1MiB", Shape::Notification, 1 << 20),
+];
 
 /// The enlarged pipe.
 const BIG_PIPE: usize = 1 << 20;
@@ -73,6 +89,9 @@ enum Strategy {
     FramerTask,
     FramedLines,
     ReadUntil,
+    HostSession,
+    HandWritten,
+    Rmcp,
 }
 
 impl Strategy {
@@ -85,6 +104,20 @@ impl Strategy {
             Strategy::FramerTask => "framer-task",
             Strategy::FramedLines => "framedread-lines",
             Strategy::ReadUntil => "read-until",
+            Strategy::HostSession => "host-session",
+            Strategy::HandWritten => "hand-written",
+            Strategy::Rmcp => "rmcp",
+        }
+    }
+
+    /// Runs the child once and reads it to its end: through [`pipe::run`],
+    /// or, for a client library that spawns the child itself, through
+    /// [`readers::run_session`] / [`readers::run_rmcp`].
+    fn run(self, writer: &Writer, timeout: Duration, runtime: &Runtime) -> Result<pipe::Run, String> {
+        match self {
+            Strategy::HostSession => runtime.block_on(readers::run_session(WRITER, writer, timeout)),
+            Strategy::Rmcp => runtime.block_on(readers::run_rmcp(WRITER, writer, timeout)),
+            _ => pipe::run(WRITER, writer, timeout, |stdout| self.read(stdout, runtime)),
         }
     }
 
@@ -99,6 +132,10 @@ impl Strategy {
                 std::hint::black_box(message.kind());
             }),
             Strategy::ReadUntil => readers::read_until(stdout),
+            Strategy::HandWritten => {
+                runtime.block_on(async { readers::hand_written(tokio::process::ChildStdout::from_std(stdout)?).await })
+            }
+            Strategy::HostSession | Strategy::Rmcp => unreachable!("{} spawns the child itself", self.name()),
             Strategy::FramedLines => {
                 runtime.block_on(async { readers::framed_lines(tokio::process::ChildStdout::from_std(stdout)?).await })
             }
@@ -141,11 +178,14 @@ impl Strategy {
 }
 
 /// What a run covers: the strategies, and those also run with the big pipe.
-const STRATEGIES: [Strategy; 7] = [
+const STRATEGIES: [Strategy; 10] = [
     Strategy::RawDrain,
     Strategy::FramerBlocking,
     Strategy::EnvelopeBlocking,
     Strategy::HostReader,
+    Strategy::HostSession,
+    Strategy::HandWritten,
+    Strategy::Rmcp,
     Strategy::FramerTask,
     Strategy::FramedLines,
     Strategy::ReadUntil,
@@ -194,8 +234,7 @@ fn main() {
                     b.iter_custom(|iters| {
                         let mut elapsed = Duration::ZERO;
                         for _ in 0..iters {
-                            let run = pipe::run(WRITER, &writer, timeout, |stdout| strategy.read(stdout, &runtime))
-                                .unwrap_or_else(|e| panic!("{id}: {e}"));
+                            let run = strategy.run(&writer, timeout, &runtime).unwrap_or_else(|e| panic!("{id}: {e}"));
                             assert_eq!(run.count, expected, "{id}: count read");
                             let pipe_bytes = pipe_size.map_or(DEFAULT_PIPE, |size| size as u64);
                             assert_eq!(run.report.pipe_size, pipe_bytes, "{id}: the child's pipe size");

@@ -41,7 +41,6 @@ use std::time::{Duration, Instant};
 use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
 use mcp_framer_stdio::host::{Overload, ReaderEnd, SessionConfig};
 use tokio::runtime::Runtime;
-use tokio::sync::mpsc;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
 
@@ -133,8 +132,8 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
             let read = |stdout: ChildStdout| {
                 runtime.block_on(async {
                     let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-                    let (reader, queue, metrics) = readers::spawn_host_reader(stdout, capacity, max_wait);
-                    consumer = Some(spawn_consumer(queue, cost, readers::is_message));
+                    let (reader, mut queue, metrics) = readers::spawn_host_reader(stdout, capacity, max_wait);
+                    consumer = Some(spawn_consumer(move || queue.blocking_recv(), cost, readers::is_message));
                     let report = reader.await.map_err(std::io::Error::other)?;
                     assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
                     let metrics = metrics.snapshot();
@@ -156,8 +155,8 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
                 runtime.block_on(async {
                     let stdout = tokio::process::ChildStdout::from_std(stdout)?;
                     let queue = readers::Queue { capacity: SMALL_QUEUE, max_wait: Duration::ZERO };
-                    let (reader, queue) = readers::spawn_decoupled(stdout, queue);
-                    consumer = Some(spawn_consumer(queue, cost, |_| true));
+                    let (reader, mut queue) = readers::spawn_decoupled(stdout, queue);
+                    consumer = Some(spawn_consumer(move || queue.blocking_recv(), cost, |_| true));
                     let done = reader.await.map_err(std::io::Error::other)??;
                     assert_eq!(done.waited, Duration::ZERO, "never waits");
                     delivery = Some((done.delivered, done.dropped, done.waited, None));
@@ -173,13 +172,13 @@ fn measure(strategy: Strategy, cost: Duration, writer: &Writer, runtime: &Runtim
 /// The consumer thread: takes each queued item, checks it, spends `cost` on
 /// it; returns how many it handled and when it finished.
 fn spawn_consumer<T: Send + std::fmt::Debug + 'static>(
-    mut queue: mpsc::Receiver<T>,
+    mut next: impl FnMut() -> Option<T> + Send + 'static,
     cost: Duration,
     check: fn(&T) -> bool,
 ) -> JoinHandle<(u64, Instant)> {
     thread::spawn(move || {
         let mut handled = 0;
-        while let Some(item) = queue.blocking_recv() {
+        while let Some(item) = next() {
             assert!(check(&item), "unexpected {item:?}");
             readers::spin_for(cost);
             handled += 1;

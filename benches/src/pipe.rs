@@ -23,6 +23,10 @@ pub enum Shape {
     ToolsList,
     /// [`shapes::large_text_result`] of the size asked.
     Text,
+    /// A `notifications/message` (an MCP log message) of exactly the size
+    /// asked (see [`notification`]): what any MCP client, rmcp's included,
+    /// takes from a server unasked, so every reader can be compared on it.
+    Notification,
 }
 
 impl Shape {
@@ -32,6 +36,7 @@ impl Shape {
             Shape::Request => shapes::tools_call_request(1),
             Shape::ToolsList => shapes::tools_list_result(bytes),
             Shape::Text => shapes::large_text_result(bytes),
+            Shape::Notification => notification(bytes),
         }
     }
 
@@ -41,6 +46,7 @@ impl Shape {
             Shape::Request => "request",
             Shape::ToolsList => "tools-list",
             Shape::Text => "text",
+            Shape::Notification => "notification",
         }
     }
 }
@@ -49,11 +55,37 @@ impl FromStr for Shape {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Shape, String> {
-        [Shape::Request, Shape::ToolsList, Shape::Text]
+        [Shape::Request, Shape::ToolsList, Shape::Text, Shape::Notification]
             .into_iter()
             .find(|shape| shape.name() == s)
-            .ok_or_else(|| format!("unknown shape {s:?} (request, tools-list, text)"))
+            .ok_or_else(|| format!("unknown shape {s:?} (request, tools-list, text, notification)"))
     }
+}
+
+/// The `notifications/message` envelope around [`notification`]'s data.
+const NOTE_HEAD: &str =
+    r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"bench","data":"#;
+const NOTE_TAIL: &str = "}}";
+
+/// A `notifications/message` of exactly `bytes` bytes (or the smallest one,
+/// if `bytes` is smaller), without its `\n`. Its `data` grows with the size
+/// the way a server's would: a log line (a string) under 4 KiB, a
+/// [`shapes::tools_list_result`] (many small JSON values) under 512 KiB, a
+/// [`shapes::large_text_result`] (one long escaped string) above.
+pub fn notification(bytes: usize) -> Vec<u8> {
+    let inner = bytes.saturating_sub(NOTE_HEAD.len() + NOTE_TAIL.len());
+    let data = if inner < 4 << 10 {
+        const WORDS: &[u8] = b"lorem ipsum dolor sit amet ";
+        let mut text = vec![b'"'];
+        text.extend(WORDS.iter().cycle().take(inner.saturating_sub(2)));
+        text.push(b'"');
+        text
+    } else if inner < 512 << 10 {
+        shapes::tools_list_result(inner)
+    } else {
+        shapes::large_text_result(inner)
+    };
+    [NOTE_HEAD.as_bytes(), &data, NOTE_TAIL.as_bytes()].concat()
 }
 
 /// What the `pipe_writer` child writes.
@@ -357,8 +389,19 @@ mod tests {
     }
 
     #[test]
+    fn notifications_hit_their_size_and_parse() {
+        for bytes in [200, 64 << 10, 1 << 20] {
+            let note = notification(bytes);
+            assert_eq!(note.len(), bytes);
+            let value: serde_json::Value = serde_json::from_slice(&note).unwrap();
+            assert_eq!(value["method"], "notifications/message");
+            assert!(!value["params"]["data"].is_null());
+        }
+    }
+
+    #[test]
     fn shape_names_round_trip() {
-        for shape in [Shape::Request, Shape::ToolsList, Shape::Text] {
+        for shape in [Shape::Request, Shape::ToolsList, Shape::Text, Shape::Notification] {
             assert_eq!(shape.name().parse::<Shape>(), Ok(shape));
         }
         assert!("json".parse::<Shape>().is_err());

@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use mcp_framer::{Config, Event, Framer};
-use mcp_framer_stdio::host::{Inbound, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport};
+use mcp_framer_benches::pipe::{self, Report, Watchdog, Writer};
+use mcp_framer_stdio::host::{
+    Inbound, InboundQueue, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport, Session,
+    SessionConfig, inbound_channel,
+};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
@@ -188,8 +192,8 @@ pub fn spawn_host_reader(
     input: impl AsyncRead + Unpin + Send + 'static,
     capacity: usize,
     max_wait: Duration,
-) -> (JoinHandle<ReaderReport>, mpsc::Receiver<Inbound>, Arc<Metrics>) {
-    let (tx, rx) = mpsc::channel(capacity);
+) -> (JoinHandle<ReaderReport>, InboundQueue, Arc<Metrics>) {
+    let (tx, rx) = inbound_channel(capacity);
     let config = ReaderConfig::default()
         .with_framer(Config::DEFAULT.with_max_frame(MAX_FRAME))
         .with_overload(Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(max_wait));
@@ -209,4 +213,133 @@ pub fn spin_for(time: Duration) {
     while start.elapsed() < time {
         std::hint::spin_loop();
     }
+}
+
+/// The reader a user would write by hand: tokio-util's `FramedRead` with
+/// `LinesCodec` (limited to [`MAX_FRAME`]) and `serde_json::from_str::<Value>`
+/// on each line, so the application gets a value it can use. Every line must
+/// be a JSON object. Returns frames.
+pub async fn hand_written(input: impl AsyncRead + Unpin) -> io::Result<u64> {
+    let mut lines = FramedRead::with_capacity(input, LinesCodec::new_with_max_length(MAX_FRAME), READ_SIZE);
+    let mut frames = 0;
+    while let Some(line) = lines.next().await {
+        let value: serde_json::Value = serde_json::from_str(&line.map_err(unexpected)?).map_err(unexpected)?;
+        if !value.is_object() {
+            return Err(unexpected(value));
+        }
+        frames += 1;
+    }
+    Ok(frames)
+}
+
+/// The one line a reader that owns the child's stdin sends to start it
+/// (`pipe_writer --wait` starts at its first `\n`).
+const START_METHOD: &str = "bench/start";
+
+/// Runs `writer` under a host [`Session`] (the project's whole host: reader,
+/// writer, stderr and supervisor tasks, default no-loss queue) and counts the
+/// notifications a consumer receives, in batches of up to 256. The clock runs
+/// from the start line to the session's end (the child exited and stdout
+/// reached its end). Asserts no drop and every message a notification.
+pub async fn run_session(exe: &str, writer: &Writer, timeout: Duration) -> Result<pipe::Run, String> {
+    let config = SessionConfig::default()
+        .with_reader(ReaderConfig::default().with_framer(Config::DEFAULT.with_max_frame(MAX_FRAME)));
+    let command = tokio::process::Command::from(writer.command(exe));
+    let (session, mut queue) = Session::spawn(command, config).map_err(|e| format!("spawn {exe}: {e}"))?;
+    let watchdog = Watchdog::arm(session.pid().ok_or("no pid")?, timeout);
+    // The child's stderr goes to the session's tail: poll it (untimed set-up;
+    // the watchdog bounds it).
+    while !session.stderr_tail().contains("pipe_writer: ready") {
+        if session.closed().is_some() {
+            return Err(format!("child not ready: {:?}", session.stderr_tail()));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let start = Instant::now();
+    session.notify(START_METHOD, &()).await.map_err(|e| format!("start: {e}"))?;
+    let mut frames = 0;
+    let mut batch = Vec::with_capacity(256);
+    while queue.recv_many(&mut batch, 256).await > 0 {
+        for item in batch.drain(..) {
+            match item {
+                Inbound::Notification(_) => frames += 1,
+                other => return Err(format!("unexpected {other:?}")),
+            }
+        }
+    }
+    let closed = session.wait_closed().await;
+    let elapsed = start.elapsed();
+    let fired = watchdog.fired();
+    drop(watchdog);
+    if fired {
+        return Err(format!("the watchdog killed the child after {timeout:?}"));
+    }
+    let status = closed.exit_status().ok_or_else(|| format!("no exit status: {:?}", closed.reason()))?;
+    if !status.success() {
+        return Err(format!("child {status}; stderr: {:?}", closed.stderr_tail()));
+    }
+    let metrics = session.metrics();
+    if (metrics.delivered, metrics.overload_dropped, metrics.parse_errors) != (frames, 0, 0) {
+        return Err(format!("{frames} received, metrics {metrics:?}"));
+    }
+    let report = Report::parse(closed.stderr_tail())?;
+    check_report(writer, &report)?;
+    Ok(pipe::Run { started: start, elapsed, count: frames, report })
+}
+
+/// Runs `writer` under rmcp's `TokioChildProcess` (rmcp 3.11, the official
+/// Rust SDK's stdio client transport) and counts the server notifications
+/// `Transport::receive` returns until the end of stdout. The clock runs from
+/// the start line to the child's exit.
+pub async fn run_rmcp(exe: &str, writer: &Writer, timeout: Duration) -> Result<pipe::Run, String> {
+    use rmcp::model::{ClientJsonRpcMessage, ClientNotification, CustomNotification, JsonRpcMessage};
+    use rmcp::transport::{TokioChildProcess, Transport};
+    use tokio::io::AsyncBufReadExt;
+
+    let command = tokio::process::Command::from(writer.command(exe));
+    let (mut child, stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn {exe}: {e}"))?;
+    let watchdog = Watchdog::arm(child.id().ok_or("no pid")?, timeout);
+    let mut stderr = tokio::io::BufReader::new(stderr.ok_or("stderr not piped")?);
+    let mut ready = String::new();
+    stderr.read_line(&mut ready).await.map_err(|e| format!("child stderr: {e}"))?;
+    if ready.trim_end() != "pipe_writer: ready" {
+        return Err(format!("child not ready: {ready:?}"));
+    }
+    let start = Instant::now();
+    let note = ClientNotification::CustomNotification(CustomNotification::new(START_METHOD, None));
+    child.send(ClientJsonRpcMessage::notification(note)).await.map_err(|e| format!("start: {e}"))?;
+    let mut frames = 0;
+    while let Some(message) = child.receive().await {
+        match message {
+            JsonRpcMessage::Notification(_) => frames += 1,
+            other => return Err(format!("unexpected {other:?}")),
+        }
+    }
+    let mut inner = child.into_inner().ok_or("the child is gone")?;
+    let status = inner.wait().await.map_err(|e| format!("wait: {e}"))?;
+    let elapsed = start.elapsed();
+    let fired = watchdog.fired();
+    drop(watchdog);
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).await.map_err(|e| format!("child stderr: {e}"))?;
+    if fired {
+        return Err(format!("the watchdog killed the child after {timeout:?}; stderr: {rest:?}"));
+    }
+    if !status.success() {
+        return Err(format!("child {status}; stderr: {rest:?}"));
+    }
+    let report = Report::parse(&rest)?;
+    check_report(writer, &report)?;
+    Ok(pipe::Run { started: start, elapsed, count: frames, report })
+}
+
+/// Whether the child wrote what `writer` asked for.
+fn check_report(writer: &Writer, report: &Report) -> Result<(), String> {
+    if (report.bytes, report.frames) != (writer.bytes(), writer.frames) {
+        return Err(format!("child wrote {report:?}, expected {} bytes in {} frames", writer.bytes(), writer.frames));
+    }
+    Ok(())
 }

@@ -41,16 +41,18 @@
 //! * `--cpu N`: pin this process to CPU `N` with `sched_setaffinity` before
 //!   writing.
 //! * `--wait`: once ready to write (message built, pipe sized, CPU pinned),
-//!   print `pipe_writer: ready` on stderr and read stdin to its end before
-//!   the first write. A benchmark closes the child's stdin to start the clock
-//!   without counting process start-up or message construction.
+//!   print `pipe_writer: ready` on stderr and read stdin to its end or to its
+//!   first `\n`, whichever comes first, before the first write. A benchmark
+//!   closes the child's stdin (or, when a client library owns it, sends one
+//!   line) to start the clock without counting process start-up or message
+//!   construction.
 //!
 //! Exit status: 0 after writing everything; 1 if stdout fails (for example
 //! `EPIPE` because the reader went away), after printing the stderr line with
 //! the counts so far; 2 on bad flags.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -188,7 +190,7 @@ fn main() -> ExitCode {
     line.push(b'\n');
     if options.wait {
         eprintln!("pipe_writer: ready");
-        if let Err(e) = io::stdin().lock().read_to_end(&mut Vec::new()) {
+        if let Err(e) = io::stdin().lock().read_until(b'\n', &mut Vec::new()) {
             eprintln!("pipe_writer: waiting on stdin: {e}");
             return ExitCode::FAILURE;
         }
@@ -252,7 +254,7 @@ mod tests {
         let reader = std::thread::spawn(move || {
             let mut bytes = Vec::new();
             let mut read = read;
-            read.read_to_end(&mut bytes).unwrap();
+            std::io::Read::read_to_end(&mut read, &mut bytes).unwrap();
             bytes
         });
         let mut out = File::from(std::os::fd::OwnedFd::from(write));

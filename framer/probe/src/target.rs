@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use mcp_framer::{Config, OversizePolicy};
 use mcp_framer_stdio::host::{
-    Inbound, ReaderConfig, RequestError, Session, SessionConfig, ShutdownConfig, SkippedFrame,
+    Inbound, InboundQueue, ReaderConfig, RequestError, Session, SessionConfig, ShutdownConfig, SkippedFrame,
 };
 use serde_json::{Value, json};
 use tokio::process::Command;
-use tokio::sync::mpsc;
 
 use crate::args::Args;
 use crate::report::Leftover;
@@ -97,7 +96,7 @@ impl Target {
     }
 
     /// Spawns a session with `config`.
-    pub fn spawn(&self, config: SessionConfig) -> io::Result<(Session, mpsc::Receiver<Inbound>)> {
+    pub fn spawn(&self, config: SessionConfig) -> io::Result<(Session, InboundQueue)> {
         let spawned = Session::spawn(self.command(), config)?;
         if let Some(pid) = spawned.0.pid() {
             self.register(pid);
@@ -107,7 +106,7 @@ impl Target {
 
     /// Spawns a session and completes the handshake; returns the
     /// `initialize` result.
-    pub async fn start(&self, config: SessionConfig) -> Result<(Session, mpsc::Receiver<Inbound>, Value), String> {
+    pub async fn start(&self, config: SessionConfig) -> Result<(Session, InboundQueue, Value), String> {
         let (session, inbound) = self.spawn(config).map_err(|e| format!("the server could not be started: {e}"))?;
         let result = self.initialize(&session).await?;
         Ok((session, inbound, result))
@@ -139,7 +138,7 @@ impl Target {
 
     /// Notes what a session saw on stdout that was not JSON-RPC (from the
     /// reports left in its queue) and its stderr volume.
-    pub fn account(&self, check: &str, session: &Session, inbound: &mut mpsc::Receiver<Inbound>) {
+    pub fn account(&self, check: &str, session: &Session, inbound: &mut InboundQueue) {
         let mut noise = self.noise.lock().unwrap_or_else(|e| e.into_inner());
         while let Ok(item) = inbound.try_recv() {
             if let Inbound::Skipped(skipped) = item {

@@ -16,10 +16,9 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use mcp_framer_e2e::{report, support};
-use mcp_framer_stdio::host::{Inbound, Received, Session, SessionConfig, ShutdownConfig};
+use mcp_framer_stdio::host::{Inbound, InboundQueue, Received, Session, SessionConfig, ShutdownConfig};
 use serde_json::{Value, json};
 use tokio::process::Command;
-use tokio::sync::mpsc;
 
 /// The most any host process test may take.
 pub const WATCHDOG: Duration = Duration::from_secs(10);
@@ -48,7 +47,7 @@ pub fn config() -> SessionConfig {
 }
 
 /// Spawns the fixture (no extra args) in a session.
-pub fn spawn(config: SessionConfig) -> (Session, mpsc::Receiver<Inbound>) {
+pub fn spawn(config: SessionConfig) -> (Session, InboundQueue) {
     Session::spawn(fixture(&[]), config).expect("spawn hostile_server")
 }
 
@@ -88,7 +87,7 @@ pub async fn fixture_stats(session: &Session) -> Value {
 }
 
 /// Every queued item available right now.
-pub fn drain_now(inbound: &mut mpsc::Receiver<Inbound>) -> Vec<Inbound> {
+pub fn drain_now(inbound: &mut InboundQueue) -> Vec<Inbound> {
     let mut items = Vec::new();
     while let Ok(item) = inbound.try_recv() {
         items.push(item);

@@ -3,9 +3,13 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::error::TryRecvError;
 
 use serde::Deserialize;
 
+use super::overload::{self, Receiver, Sender};
 use super::reader::DEFAULT_EXCERPT;
 use crate::bound::Held;
 use crate::{Keep, Preview};
@@ -13,8 +17,11 @@ use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
 
 /// A message received from the server, owning a copy of its frame.
 ///
-/// The reader copies a frame once, after framing and classification, because
-/// the queue outlives the framer's buffer. The routing fields were parsed by
+/// The reader copies each frame once, after framing and classification,
+/// because the queue outlives the framer's buffer: the messages of one read
+/// are copied into one shared buffer and handed over as one batch, each
+/// [`Received`] a range of it (the buffer is freed when the last of them is
+/// dropped). The routing fields were parsed by
 /// [`envelope::parse`](mcp_framer_jsonrpc::parse); the payload (`params`,
 /// `result` or `error`) was checked to be well-formed JSON but not built:
 /// [`payload`](Received::payload) returns its raw text, a slice of the frame,
@@ -22,38 +29,83 @@ use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
 /// type the application wants from it.
 ///
 /// Clones and comparisons concern the message only: a clone is the
-/// application's own copy and does not count against the queue's byte bound.
+/// application's own copy of the frame and does not count against the queue's
+/// byte bound.
 pub struct Received {
-    frame: Box<[u8]>,
+    frames: Arc<Frames>,
+    head: Head,
+    /// The frame's bytes counted against the queue's byte bound while this
+    /// message lives, when it was queued on its own (a batch's bytes are held
+    /// by its shared buffer); `None` otherwise, and for clones.
+    queued: Option<Held>,
+}
+
+/// The buffer a [`Received`] is a range of: one frame's copy, or the frames
+/// of one read, with the bytes they count against the queue's byte bound
+/// (given back when the last message of the buffer is dropped).
+#[derive(Debug)]
+pub(crate) struct Frames {
+    bytes: Vec<u8>,
+    _held: Option<Held>,
+}
+
+impl Frames {
+    /// A shared buffer of frames, holding `held` until it is freed.
+    pub(crate) fn new(bytes: Vec<u8>, held: Option<Held>) -> Arc<Frames> {
+        Arc::new(Frames { bytes, _held: held })
+    }
+}
+
+/// The routing fields of a message and where its frame lies in its buffer,
+/// parsed before the buffer is shared.
+#[derive(Clone, Debug)]
+pub(crate) struct Head {
+    /// The frame's bytes in the buffer.
+    frame: Range<usize>,
     kind: Kind,
     id: Option<OwnedId>,
     method: Option<Text>,
     /// Where the payload lies in the frame; empty when there is none (a JSON
-    /// value is never empty), which keeps `Received` as small as an option.
+    /// value is never empty).
     payload: Range<usize>,
-    /// The frame's bytes counted against the queue's byte bound while this
-    /// message lives; `None` for a message that never went through the
-    /// queue, and for clones.
-    queued: Option<Held>,
+}
+
+impl Head {
+    /// The routing fields of `message`, parsed from `frame`, which is copied
+    /// to `at` in its buffer: no allocation unless the method has escapes or
+    /// the id is a string.
+    pub(crate) fn new(at: usize, frame: &[u8], message: &Message<'_>) -> Head {
+        let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
+        debug_assert_eq!(
+            payload.is_some(),
+            message.payload().is_some(),
+            "the envelope borrows payloads from the frame"
+        );
+        Head {
+            frame: at..at + frame.len(),
+            kind: message.kind(),
+            id: message.id().map(Id::to_owned_id),
+            method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
+                Some(range) => Text::InFrame(range),
+                None => Text::Decoded(method.into()),
+            }),
+            payload: payload.unwrap_or(0..0),
+        }
+    }
 }
 
 impl Clone for Received {
     fn clone(&self) -> Self {
-        Received {
-            frame: self.frame.clone(),
-            kind: self.kind,
-            id: self.id.clone(),
-            method: self.method.clone(),
-            payload: self.payload.clone(),
-            queued: None,
-        }
+        let mut head = self.head.clone();
+        head.frame = 0..head.frame.len();
+        Received { frames: Frames::new(self.frame().to_vec(), None), head, queued: None }
     }
 }
 
 impl PartialEq for Received {
     fn eq(&self, other: &Self) -> bool {
         // The routing fields are parsed from the frame: equal frames, equal messages.
-        self.frame == other.frame
+        self.frame() == other.frame()
     }
 }
 
@@ -68,27 +120,21 @@ enum Text {
 }
 
 impl Received {
-    /// Copies `frame` and the routing fields of its parsed `message`: the
-    /// frame is the only allocation unless the method has escapes or the id
-    /// is a string.
+    /// Copies `frame` and the routing fields of its parsed `message`.
     pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Received {
-        let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
-        debug_assert_eq!(
-            payload.is_some(),
-            message.payload().is_some(),
-            "the envelope borrows payloads from the frame"
-        );
-        Received {
-            frame: frame.into(),
-            kind: message.kind(),
-            id: message.id().map(Id::to_owned_id),
-            method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
-                Some(range) => Text::InFrame(range),
-                None => Text::Decoded(method.into()),
-            }),
-            payload: payload.unwrap_or(0..0),
-            queued: None,
-        }
+        Received { frames: Frames::new(frame.to_vec(), None), head: Head::new(0, frame, message), queued: None }
+    }
+
+    /// A copy of its own of the message `head` describes in `bytes`.
+    pub(crate) fn copied(bytes: &[u8], mut head: Head) -> Received {
+        let frame = bytes[head.frame.clone()].to_vec();
+        head.frame = 0..frame.len();
+        Received { frames: Frames::new(frame, None), head, queued: None }
+    }
+
+    /// The message `head` describes in `frames` (a shared buffer).
+    pub(crate) fn in_frames(frames: &Arc<Frames>, head: Head) -> Received {
+        Received { frames: Arc::clone(frames), head, queued: None }
     }
 
     /// Counts this message's frame against the queue's byte bound until it
@@ -99,20 +145,20 @@ impl Received {
 
     /// Request, notification, response or error response.
     pub fn kind(&self) -> Kind {
-        self.kind
+        self.head.kind
     }
 
     /// The id (requests and responses; error responses unless `null`).
     pub fn id(&self) -> Option<&OwnedId> {
-        self.id.as_ref()
+        self.head.id.as_ref()
     }
 
     /// The method (requests and notifications).
     pub fn method(&self) -> Option<&str> {
-        match self.method.as_ref()? {
+        match self.head.method.as_ref()? {
             // The envelope checked the frame is UTF-8: this re-checks only the
             // method's few bytes.
-            Text::InFrame(range) => std::str::from_utf8(&self.frame[range.clone()]).ok(),
+            Text::InFrame(range) => std::str::from_utf8(&self.frame()[range.clone()]).ok(),
             Text::Decoded(method) => Some(method),
         }
     }
@@ -122,8 +168,8 @@ impl Received {
     pub fn payload(&self) -> Option<&str> {
         // The envelope checked that the whole frame is UTF-8, so this only
         // re-checks the payload's bytes (vectorised: payloads can be large).
-        let range = self.payload.clone();
-        if range.is_empty() { None } else { simdutf8::basic::from_utf8(&self.frame[range]).ok() }
+        let range = self.head.payload.clone();
+        if range.is_empty() { None } else { simdutf8::basic::from_utf8(&self.frame()[range]).ok() }
     }
 
     /// Deserializes the payload into `T` (`null` when there is none).
@@ -140,24 +186,26 @@ impl Received {
 
     /// The whole frame, without its `\n`.
     pub fn frame(&self) -> &[u8] {
-        &self.frame
+        &self.frames.bytes[self.head.frame.clone()]
     }
 
-    /// Takes the frame. Its bytes stop counting against the queue's byte
-    /// bound ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)).
+    /// Takes the frame (a copy of it when other messages share its buffer).
+    /// Its bytes stop counting against the queue's byte bound
+    /// ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes))
+    /// once the last message of its buffer is dropped.
     pub fn into_frame(self) -> Box<[u8]> {
-        self.frame
+        self.frame().into()
     }
 }
 
 impl fmt::Debug for Received {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Received")
-            .field("kind", &self.kind)
-            .field("id", &self.id)
+            .field("kind", &self.head.kind)
+            .field("id", &self.head.id)
             .field("method", &self.method())
-            .field("frame_len", &self.frame.len())
-            .field("frame", &Preview::new(&self.frame, Keep::Head(DEFAULT_EXCERPT)))
+            .field("frame_len", &self.head.frame.len())
+            .field("frame", &Preview::new(self.frame(), Keep::Head(DEFAULT_EXCERPT)))
             .finish()
     }
 }
@@ -235,6 +283,68 @@ pub enum Inbound {
     /// room at once: they never make the reader wait and never trigger the
     /// overload policy (the metrics count them all).
     Skipped(SkippedFrame),
+}
+
+/// A bounded queue of [`Inbound`] items from a [`Reader`](super::Reader) to
+/// the application, holding at most `capacity` items (at least 1; clamped to
+/// [`DEFAULT_INBOUND_CAPACITY`](super::DEFAULT_INBOUND_CAPACITY)), and also
+/// bounded by bytes ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)).
+///
+/// The reader hands over each read's messages as one batch: one queue
+/// operation per read, not per message. The application still takes them one
+/// by one ([`InboundQueue::recv`]) or many at a time
+/// ([`InboundQueue::recv_many`]); an item counts against `capacity` until it
+/// is taken.
+pub fn inbound_channel(capacity: usize) -> (InboundSender, InboundQueue) {
+    let (tx, rx) = overload::channel(capacity.clamp(1, super::DEFAULT_INBOUND_CAPACITY));
+    (InboundSender(tx), InboundQueue(rx))
+}
+
+/// The reader's end of an [`inbound_channel`]: give it to
+/// [`Reader::new`](super::Reader::new).
+#[derive(Debug)]
+pub struct InboundSender(pub(crate) Sender<Inbound>);
+
+/// The application's end of an [`inbound_channel`]: server requests,
+/// notifications and reports, in the order the server wrote them.
+#[derive(Debug)]
+pub struct InboundQueue(Receiver<Inbound>);
+
+impl InboundQueue {
+    /// The next item; `None` once the reader has stopped and every item was
+    /// taken.
+    pub async fn recv(&mut self) -> Option<Inbound> {
+        self.0.recv().await
+    }
+
+    /// [`recv`](InboundQueue::recv) for a thread outside the runtime.
+    ///
+    /// # Panics
+    ///
+    /// When called inside an asynchronous context (as tokio's `blocking_recv`).
+    pub fn blocking_recv(&mut self) -> Option<Inbound> {
+        self.0.blocking_recv()
+    }
+
+    /// The next item if one is queued now; [`TryRecvError::Disconnected`]
+    /// once the reader has stopped and every item was taken.
+    pub fn try_recv(&mut self) -> Result<Inbound, TryRecvError> {
+        self.0.try_recv()
+    }
+
+    /// Waits for at least one item, then moves up to `limit` of the items
+    /// queued into `buffer`; returns how many. 0 means the reader has stopped
+    /// and every item was taken (or `limit` is 0).
+    pub async fn recv_many(&mut self, buffer: &mut Vec<Inbound>, limit: usize) -> usize {
+        self.0.recv_many(buffer, limit).await
+    }
+
+    /// Takes nothing more: the reader then treats what it reads as
+    /// unconsumed (see [`Overload`](super::Overload)). Items already queued
+    /// can still be taken.
+    pub fn close(&mut self) {
+        self.0.close();
+    }
 }
 
 #[cfg(test)]

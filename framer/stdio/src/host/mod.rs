@@ -126,7 +126,7 @@ mod stderr;
 mod supervisor;
 mod writer;
 
-pub use inbound::{Inbound, Received, SkippedFrame};
+pub use inbound::{Inbound, InboundQueue, InboundSender, Received, SkippedFrame, inbound_channel};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use overload::{
     DEFAULT_INBOUND_CAPACITY, DEFAULT_MAX_QUEUED_BYTES, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Overload,

@@ -3,10 +3,13 @@
 //! applied to a message that does not fit.
 
 use crate::setters::setters;
+use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TrySendError};
+use tokio::sync::Notify;
+use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TryRecvError, error::TrySendError};
 use tokio::time::Instant;
 
 use super::metrics::Metrics;
@@ -91,10 +94,13 @@ pub enum OverloadPolicy {
 ///
 /// **Bytes queued.** Besides its capacity in messages, the queue is bounded in
 /// bytes: the frames of the messages the reader has queued and the
-/// application has not dropped yet (a message counts until it is dropped;
-/// a clone is the application's own copy and does not count) add up to at
-/// most `max_queued_bytes`, except that one message always fits when none is
-/// held, whatever its size (it then counts as the whole bound). A message over
+/// application has not dropped yet add up to at most `max_queued_bytes`,
+/// except that one message always fits when none is held, whatever its size
+/// (it then counts as the whole bound). A message counts until it is
+/// dropped; the messages of one read, handed over together in one shared
+/// buffer (see [`Reader`](super::Reader)), count until the last of them is
+/// dropped, since that is when their buffer is freed. A clone is the
+/// application's own copy and does not count. A message over
 /// the byte bound gets the policy at once, never waits, and is counted like
 /// one that found the queue full. So the memory a stalled application makes
 /// the host hold is bounded by the larger of `max_queued_bytes` and one
@@ -106,7 +112,7 @@ pub enum OverloadPolicy {
 /// a current-thread runtime may simply not have had a turn, makes room. Only
 /// if none is made does the episode start; within an episode the policy
 /// applies at once. Past half the byte bound or half the capacity, the reader
-/// also yields once after each message it queues. So by default nothing is
+/// also yields once after each read's messages it queues. So by default nothing is
 /// lost to a consumer that keeps up, and a stalled one never holds the reader.
 ///
 /// A closed queue (the application dropped its receiver) is not an overload:
@@ -131,7 +137,7 @@ pub enum OverloadPolicy {
 /// // The default: never wait. Nobody consumes this queue of two.
 /// assert_eq!(Overload::default().max_wait, Duration::ZERO);
 /// assert_eq!(Overload::default().policy, OverloadPolicy::Reject);
-/// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
+/// let (inbound, _queue) = mcp_framer_stdio::host::inbound_channel(2);
 /// let reader = Reader::new(ReaderConfig::default(), inbound);
 /// let metrics = reader.metrics();
 /// reader.run(stdout.as_bytes()).await;
@@ -143,7 +149,7 @@ pub enum OverloadPolicy {
 /// // message that does not fit uses the budget up, the next two get the
 /// // policy at once.
 /// let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_millis(20));
-/// let (inbound, _queue) = tokio::sync::mpsc::channel(2);
+/// let (inbound, _queue) = mcp_framer_stdio::host::inbound_channel(2);
 /// let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
 /// let metrics = reader.metrics();
 /// reader.run(stdout.as_bytes()).await;
@@ -185,6 +191,195 @@ setters!(Overload {
     max_queued_bytes: usize => with_max_queued_bytes,
 });
 
+/// The application queue: one queue operation per batch of items (the
+/// reader sends each read's messages as one batch), bounded by a count of
+/// items, not batches. An item counts from when it is sent until the
+/// receiver takes it. One sender (the reader), one receiver.
+pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    let room = Arc::new(Room {
+        capacity: capacity.max(1),
+        queued: AtomicUsize::new(0),
+        waiting: AtomicBool::new(false),
+        freed: Notify::new(),
+    });
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Sender { tx, room: Arc::clone(&room) }, Receiver { rx, current: Vec::new().into_iter(), room })
+}
+
+/// The count bound shared by both ends.
+#[derive(Debug)]
+struct Room {
+    capacity: usize,
+    /// Items sent and not yet taken.
+    queued: AtomicUsize,
+    /// The sender waits for room: the receiver wakes it when it takes items.
+    waiting: AtomicBool,
+    freed: Notify,
+}
+
+/// The sending end of [`channel`].
+#[derive(Debug)]
+pub(crate) struct Sender<T> {
+    tx: mpsc::UnboundedSender<Vec<T>>,
+    room: Arc<Room>,
+}
+
+impl<T> Sender<T> {
+    /// The most items the queue holds.
+    pub(crate) fn max_capacity(&self) -> usize {
+        self.room.capacity
+    }
+
+    /// Room left, in items.
+    pub(crate) fn capacity(&self) -> usize {
+        self.room.capacity.saturating_sub(self.room.queued.load(SeqCst))
+    }
+
+    /// Whether the receiver is gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Queues one item if there is room now.
+    pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
+        self.try_send_batch(vec![item]).map_err(|e| match e {
+            TrySendError::Full(mut batch) => TrySendError::Full(batch.pop().expect("one item")),
+            TrySendError::Closed(mut batch) => TrySendError::Closed(batch.pop().expect("one item")),
+        })
+    }
+
+    /// Queues every item of `batch` in one operation if there is room for
+    /// all of them now.
+    pub(crate) fn try_send_batch(&self, batch: Vec<T>) -> Result<(), TrySendError<Vec<T>>> {
+        if self.tx.is_closed() {
+            return Err(TrySendError::Closed(batch));
+        }
+        if batch.len() > self.capacity() {
+            return Err(TrySendError::Full(batch));
+        }
+        let n = batch.len();
+        self.room.queued.fetch_add(n, SeqCst);
+        self.tx.send(batch).map_err(|e| {
+            self.room.queued.fetch_sub(n, SeqCst);
+            TrySendError::Closed(e.0)
+        })
+    }
+
+    /// Queues `item`, waiting at most `timeout` for room.
+    pub(crate) async fn send_timeout(&self, item: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+        let deadline = Instant::now() + timeout;
+        let mut item = item;
+        let sent = loop {
+            let mut freed = pin!(self.room.freed.notified());
+            freed.as_mut().enable();
+            self.room.waiting.store(true, SeqCst);
+            item = match self.try_send(item) {
+                Ok(()) => break Ok(()),
+                Err(TrySendError::Closed(item)) => break Err(SendTimeoutError::Closed(item)),
+                Err(TrySendError::Full(item)) => item,
+            };
+            tokio::select! {
+                () = freed => {}
+                () = self.tx.closed() => {}
+                () = tokio::time::sleep_until(deadline) => break Err(SendTimeoutError::Timeout(item)),
+            }
+        };
+        self.room.waiting.store(false, SeqCst);
+        sent
+    }
+}
+
+/// The receiving end of [`channel`]: takes items one by one (or many at a
+/// time) out of the batches sent.
+#[derive(Debug)]
+pub(crate) struct Receiver<T> {
+    rx: mpsc::UnboundedReceiver<Vec<T>>,
+    /// The rest of the batch being taken.
+    current: std::vec::IntoIter<T>,
+    room: Arc<Room>,
+}
+
+impl<T> Receiver<T> {
+    /// `n` items were taken: their room is free again.
+    fn took(&self, n: usize) {
+        if n > 0 {
+            self.room.queued.fetch_sub(n, SeqCst);
+            if self.room.waiting.load(SeqCst) {
+                self.room.freed.notify_one();
+            }
+        }
+    }
+
+    /// The next item; `None` once the sender is gone and everything was taken.
+    pub(crate) async fn recv(&mut self) -> Option<T> {
+        loop {
+            if let Some(item) = self.current.next() {
+                self.took(1);
+                return Some(item);
+            }
+            self.current = self.rx.recv().await?.into_iter();
+        }
+    }
+
+    /// [`recv`](Receiver::recv) for a thread outside the runtime (panics
+    /// inside an asynchronous context, like tokio's).
+    pub(crate) fn blocking_recv(&mut self) -> Option<T> {
+        loop {
+            if let Some(item) = self.current.next() {
+                self.took(1);
+                return Some(item);
+            }
+            self.current = self.rx.blocking_recv()?.into_iter();
+        }
+    }
+
+    /// The next item if one is queued now.
+    pub(crate) fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        loop {
+            if let Some(item) = self.current.next() {
+                self.took(1);
+                return Ok(item);
+            }
+            self.current = self.rx.try_recv()?.into_iter();
+        }
+    }
+
+    /// Waits for at least one item, then moves up to `limit` of those queued
+    /// into `buffer`. Returns how many; 0 only once the sender is gone and
+    /// everything was taken (or `limit` is 0).
+    pub(crate) async fn recv_many(&mut self, buffer: &mut Vec<T>, limit: usize) -> usize {
+        if limit == 0 {
+            return 0;
+        }
+        if self.current.len() == 0 {
+            match self.rx.recv().await {
+                Some(batch) => self.current = batch.into_iter(),
+                None => return 0,
+            }
+        }
+        let mut taken = 0;
+        loop {
+            let before = buffer.len();
+            buffer.extend(self.current.by_ref().take(limit - taken));
+            taken += buffer.len() - before;
+            if taken == limit {
+                break;
+            }
+            match self.rx.try_recv() {
+                Ok(batch) => self.current = batch.into_iter(),
+                Err(_) => break,
+            }
+        }
+        self.took(taken);
+        taken
+    }
+
+    /// Refuses anything more from the sender; what is queued can still be taken.
+    pub(crate) fn close(&mut self) {
+        self.rx.close();
+    }
+}
+
 /// The result of offering an item to the queue.
 #[derive(Debug)]
 pub(crate) enum Offer<T> {
@@ -200,7 +395,7 @@ pub(crate) enum Offer<T> {
 /// overload episode. Owned by the reader.
 #[derive(Debug)]
 pub(crate) struct Dispatch<T> {
-    queue: mpsc::Sender<T>,
+    queue: Sender<T>,
     max_wait: Duration,
     /// The current overload episode, if any: how much of its wait budget has
     /// been spent.
@@ -211,7 +406,7 @@ pub(crate) struct Dispatch<T> {
 }
 
 impl<T> Dispatch<T> {
-    pub(crate) fn new(queue: mpsc::Sender<T>, overload: Overload, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(queue: Sender<T>, overload: Overload, metrics: Arc<Metrics>) -> Self {
         Dispatch {
             queue,
             max_wait: overload.max_wait,
@@ -326,6 +521,32 @@ impl<T> Dispatch<T> {
         }
     }
 
+    /// The fast path for a whole read: if `items` items, `messages` of them
+    /// messages of `bytes` bytes in all, fit in the queue right now (by count
+    /// and by bytes, without yielding), counts their bytes against the bound
+    /// and returns them held; the caller then sends them as one batch with
+    /// [`send_batch`](Dispatch::send_batch). `None`: offer them one by one.
+    /// Ends an overload episode first if the queue has drained halfway.
+    pub(crate) fn reserve_batch(&mut self, items: usize, messages: usize, bytes: usize) -> Option<Held> {
+        if self.episode.is_some() && self.drained_halfway() {
+            self.episode = None;
+        }
+        // A batch over the byte bound never fits, even when nothing is held
+        // (only a single message does).
+        if items > self.queue.capacity() || (bytes > self.bytes.max() && messages > 1) {
+            return None;
+        }
+        self.bytes.try_acquire(bytes)
+    }
+
+    /// Sends a batch [`reserve_batch`](Dispatch::reserve_batch) made room
+    /// for; gives it back if the receiver is gone.
+    pub(crate) fn send_batch(&mut self, batch: Vec<T>) -> Result<(), Vec<T>> {
+        self.queue.try_send_batch(batch).map_err(|e| match e {
+            TrySendError::Full(batch) | TrySendError::Closed(batch) => batch,
+        })
+    }
+
     /// Whether the application has drained the queue to at most half its
     /// capacity and half its byte bound (which ends an overload episode).
     fn drained_halfway(&self) -> bool {
@@ -356,9 +577,9 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, mpsc::Receiver<u32>, Arc<Metrics>) {
+    fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, Receiver<u32>, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
-        let (tx, rx) = mpsc::channel(capacity);
+        let (tx, rx) = channel(capacity);
         let overload = Overload::default().with_max_wait(max_wait);
         (Dispatch::new(tx, overload, Arc::clone(&metrics)), rx, metrics)
     }
@@ -378,6 +599,27 @@ mod tests {
         for i in 0..n {
             assert!(matches!(dispatch.offer(i).await, Offer::Delivered), "offer {i} of {n}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_one_send_and_its_items_count_until_taken() {
+        let (tx, mut rx) = channel::<u32>(4);
+        assert!(tx.try_send_batch(vec![1, 2, 3]).is_ok());
+        assert_eq!((tx.capacity(), tx.max_capacity()), (1, 4));
+        assert!(matches!(tx.try_send_batch(vec![4, 5]), Err(TrySendError::Full(batch)) if batch == [4, 5]));
+        assert_eq!(rx.recv().await, Some(1));
+        assert_eq!(tx.capacity(), 2, "an item frees its room when taken");
+        assert!(tx.try_send(4).is_ok());
+        let mut many = Vec::new();
+        assert_eq!(rx.recv_many(&mut many, 2).await, 2);
+        assert_eq!(rx.recv_many(&mut many, 8).await, 1, "the rest of the batch, then the next batch");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert!(tx.try_send(5).is_ok());
+        assert_eq!(rx.try_recv(), Ok(5));
+        assert_eq!(many, [2, 3, 4]);
+        assert_eq!(tx.capacity(), 4);
+        drop(tx);
+        assert_eq!(rx.recv().await, None);
     }
 
     // The real clock: a zero-timeout wait would still go through the timer
@@ -491,7 +733,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
-        let (tx, _rx) = mpsc::channel::<u32>(8);
+        let (tx, _rx) = channel::<u32>(8);
         let metrics = Arc::new(Metrics::default());
         let overload = Overload::default().with_max_queued_bytes(100);
         let mut dispatch = Dispatch::new(tx, overload, Arc::clone(&metrics));
@@ -526,7 +768,7 @@ mod tests {
         let stdout = note.repeat(10);
         let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(3 * frame_len);
         // Room for 64 messages, but only three frames' worth of bytes.
-        let (inbound, mut queue) = mpsc::channel(64);
+        let (inbound, mut queue) = crate::host::inbound_channel(64);
         let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
         let metrics = reader.metrics();
         reader.run(stdout.as_bytes()).await;
@@ -550,7 +792,7 @@ mod tests {
         let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
         let overload =
             Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(2 * (note.len() - 1));
-        let (inbound, mut queue) = mpsc::channel(64);
+        let (inbound, mut queue) = crate::host::inbound_channel(64);
         let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
         let metrics = reader.metrics();
         let (mut server, stdout) = tokio::io::duplex(1 << 16);

@@ -6,17 +6,16 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::inbound::{Inbound, Received, SkippedFrame};
+use super::inbound::{Frames, Head, Inbound, InboundSender, Received, SkippedFrame};
 use super::metrics::Metrics;
 use super::outgoing;
 use super::overload::{Dispatch, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Offer, Overload, OverloadPolicy};
 use super::pending::{Lookup, Pending};
 use super::session::RequestError;
 use super::writer::Writer;
-use crate::counter::bump;
+use crate::counter::{add, bump};
 use crate::{Keep, Preview, Previewer};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
 use mcp_framer_jsonrpc::{self as envelope, EnvelopeError, Id, Kind, METHOD_NOT_FOUND, Message, OwnedId};
@@ -127,10 +126,15 @@ pub struct ReaderReport {
 ///   reported as [`Inbound::Skipped`]; reading goes on, except for an oversize
 ///   frame under [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
 ///
-/// The queue is a tokio bounded `mpsc`: each `recv` returns one permit to it
-/// under a lock. A consumer of many small messages should take them in
-/// batches with `Receiver::recv_many`, which pays that once per batch (the
-/// `pipe` benchmark's consumers do).
+/// **One hand-off per read.** The messages of one read (and the reports of
+/// what it skipped) are copied into one shared buffer and queued as one batch
+/// when the whole batch fits in the queue at once (by count and by bytes; its
+/// bytes then count against [`Overload::max_queued_bytes`] until the last of
+/// its messages is dropped). Otherwise they are offered one by one, each with
+/// a copy of its own, and those that do not fit get the [`Overload`] rules.
+/// The application takes them one by one ([`InboundQueue::recv`](super::InboundQueue::recv))
+/// or many at a time ([`InboundQueue::recv_many`](super::InboundQueue::recv_many)).
+/// The [metrics](Reader::metrics) are published once per read.
 ///
 /// A [`Session`](super::Session) runs one on the child's stdout. It can also
 /// run on any [`AsyncRead`], which is how benchmarks measure the host's read
@@ -144,7 +148,7 @@ pub struct ReaderReport {
 /// let stdout: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\
 ///                       INFO oops, a log line\n\
 ///                       {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
-/// let (inbound, mut queue) = tokio::sync::mpsc::channel(16);
+/// let (inbound, mut queue) = mcp_framer_stdio::host::inbound_channel(16);
 /// let reader = Reader::new(ReaderConfig::default(), inbound);
 /// let metrics = reader.metrics();
 /// let report = reader.run(stdout).await;
@@ -168,6 +172,47 @@ pub struct Reader {
     glimpse: Option<Glimpse>,
     /// While an oversize frame is discarded: `discarded_bytes` before it.
     discard_base: Option<u64>,
+    /// What the current read queues, handed over at its end.
+    batch: Batch,
+}
+
+/// The messages and reports of one read, in order, their frames copied into
+/// one buffer.
+#[derive(Debug, Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    items: Vec<Item>,
+    /// How many items are messages.
+    messages: usize,
+}
+
+#[derive(Debug)]
+enum Item {
+    Message(Head),
+    Skipped(SkippedFrame),
+}
+
+impl Batch {
+    /// Copies `frame` in and keeps the routing fields of its `message`;
+    /// `hint`: the bytes the read left in the framer, to size the buffer once.
+    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize) {
+        if self.bytes.capacity() == 0 {
+            self.bytes.reserve(hint.max(frame.len()));
+        }
+        let head = Head::new(self.bytes.len(), frame, message);
+        self.bytes.extend_from_slice(frame);
+        self.items.push(Item::Message(head));
+        self.messages += 1;
+    }
+}
+
+/// The queue item for the message `received`.
+fn inbound(received: Received) -> Inbound {
+    match received.kind() {
+        Kind::Request => Inbound::Request(received),
+        Kind::Notification => Inbound::Notification(received),
+        Kind::Response | Kind::ErrorResponse => Inbound::Response(received),
+    }
 }
 
 impl Glimpse {
@@ -185,13 +230,13 @@ impl Glimpse {
 
 impl Reader {
     /// A reader that queues what it reads into `inbound`, with fresh metrics.
-    pub fn new(config: ReaderConfig, inbound: mpsc::Sender<Inbound>) -> Reader {
+    pub fn new(config: ReaderConfig, inbound: InboundSender) -> Reader {
         Reader::with_metrics(config, inbound, Arc::default())
     }
 
     /// A reader that counts into `metrics`.
-    pub fn with_metrics(config: ReaderConfig, inbound: mpsc::Sender<Inbound>, metrics: Arc<Metrics>) -> Reader {
-        let dispatch = Dispatch::new(inbound, config.overload, Arc::clone(&metrics));
+    pub fn with_metrics(config: ReaderConfig, inbound: InboundSender, metrics: Arc<Metrics>) -> Reader {
+        let dispatch = Dispatch::new(inbound.0, config.overload, Arc::clone(&metrics));
         Reader {
             config,
             dispatch,
@@ -201,6 +246,7 @@ impl Reader {
             warned_overload: false,
             glimpse: None,
             discard_base: None,
+            batch: Batch::default(),
         }
     }
 
@@ -305,12 +351,14 @@ impl Reader {
         self.glimpse = Some(Glimpse { kept, start, oversize: false, ended: false });
     }
 
-    /// Handles every event the framer has.
+    /// Handles every event the framer has, then hands what they queue over
+    /// as one batch.
     async fn drain(&mut self, framer: &mut Framer) -> Result<(), ReaderEnd> {
-        loop {
-            let item = match framer.next_event() {
-                Ok(None) => return Ok(()),
-                Ok(Some(Event::Frame(frame))) => self.classify(frame),
+        let hint = framer.buffered();
+        let end = loop {
+            match framer.next_event() {
+                Ok(None) => break Ok(()),
+                Ok(Some(Event::Frame(frame))) => self.classify(frame, hint),
                 Ok(Some(Event::OversizeStarted { seen })) => {
                     let max = self.config.framer.max_frame;
                     tracing::warn!(
@@ -321,7 +369,6 @@ impl Reader {
                         // Ours only if it saw exactly the frame's bytes so far.
                         glimpse.oversize = glimpse.kept.total_bytes() == seen;
                     }
-                    None
                 }
                 Ok(Some(Event::OversizeSkipped { len })) => {
                     self.discard_base = None;
@@ -329,24 +376,63 @@ impl Reader {
                     tracing::warn!("discarded an oversize frame of {len} bytes (id {id:?}); reading goes on");
                     self.oversize_response(len, id.as_ref());
                     self.report(SkippedFrame::Oversize { len, id });
-                    None
                 }
                 Ok(Some(Event::Truncated { len, oversize })) => {
                     self.discard_base = None;
                     self.glimpse = None;
                     tracing::warn!("stdout closed in the middle of a frame: {len} bytes truncated");
                     self.report(SkippedFrame::Truncated { len, oversize });
-                    None
                 }
                 Err(e) => {
                     tracing::error!("{e}: ending the session");
-                    return Err(ReaderEnd::Oversize(e));
+                    break Err(ReaderEnd::Oversize(e));
                 }
-            };
-            if let Some(item) = item {
-                self.deliver(item).await?;
+            }
+        };
+        self.flush().await?;
+        end
+    }
+
+    /// Hands the batch over: in one queue operation if it all fits now,
+    /// else message by message under the overload rules.
+    async fn flush(&mut self) -> Result<(), ReaderEnd> {
+        if self.batch.items.is_empty() {
+            return Ok(());
+        }
+        let Batch { bytes, items, messages } = std::mem::take(&mut self.batch);
+        if !self.dispatch.is_closed()
+            && let Some(held) = self.dispatch.reserve_batch(items.len(), messages, bytes.len())
+        {
+            let frames = Frames::new(bytes, Some(held));
+            let batch = items
+                .into_iter()
+                .map(|item| match item {
+                    Item::Message(head) => inbound(Received::in_frames(&frames, head)),
+                    Item::Skipped(skipped) => Inbound::Skipped(skipped),
+                })
+                .collect();
+            drop(frames);
+            match self.dispatch.send_batch(batch) {
+                Ok(()) => {
+                    add(&self.metrics.delivered, messages as u64);
+                    self.warned_overload &= self.dispatch.is_overloaded();
+                    self.dispatch.after_delivery().await;
+                }
+                Err(batch) => batch.into_iter().filter(|item| !matches!(item, Inbound::Skipped(_))).for_each(|item| {
+                    self.unconsumed(item);
+                }),
+            }
+            return Ok(());
+        }
+        for item in items {
+            match item {
+                Item::Message(head) => self.deliver(inbound(Received::copied(&bytes, head))).await?,
+                Item::Skipped(skipped) => {
+                    self.dispatch.offer_now(Inbound::Skipped(skipped));
+                }
             }
         }
+        Ok(())
     }
 
     /// The id of the oversize frame of `len` bytes just discarded, from the
@@ -392,26 +478,23 @@ impl Reader {
         }
     }
 
-    /// Parses one frame and returns what goes to the queue, if anything.
-    fn classify(&mut self, frame: &[u8]) -> Option<Inbound> {
+    /// Parses one frame and adds it to the batch if it goes to the queue.
+    fn classify(&mut self, frame: &[u8], hint: usize) {
         match envelope::parse(frame) {
             Ok(message) => match message.kind() {
-                Kind::Request => Some(Inbound::Request(Received::new(frame, &message))),
-                Kind::Notification => Some(Inbound::Notification(Received::new(frame, &message))),
-                Kind::Response | Kind::ErrorResponse => self.route_response(frame, &message),
+                Kind::Request | Kind::Notification => self.batch.push(frame, &message, hint),
+                Kind::Response | Kind::ErrorResponse => self.route_response(frame, &message, hint),
             },
-            Err(error) => {
-                self.skip_invalid(frame, error);
-                None
-            }
+            Err(error) => self.skip_invalid(frame, error),
         }
     }
 
     /// Hands a response to the request waiting for it; without a pending
-    /// table, returns it for the queue.
-    fn route_response(&mut self, frame: &[u8], message: &Message<'_>) -> Option<Inbound> {
+    /// table, adds it to the batch.
+    fn route_response(&mut self, frame: &[u8], message: &Message<'_>, hint: usize) {
         let Some(pending) = &self.pending else {
-            return Some(Inbound::Response(Received::new(frame, message)));
+            self.batch.push(frame, message, hint);
+            return;
         };
         let lookup = match message.id() {
             Some(Id::Number(id)) => pending.take(*id),
@@ -437,7 +520,6 @@ impl Reader {
                 tracing::warn!("response for unknown request id {:?} ignored", message.id());
             }
         }
-        None
     }
 
     /// Counts and reports a frame the envelope rejected.
@@ -456,9 +538,10 @@ impl Reader {
         }
     }
 
-    /// Queues a report if there is room right now.
+    /// Adds a report to the batch: queued with it, or on its own only if
+    /// there is room right now.
     fn report(&mut self, skipped: SkippedFrame) {
-        self.dispatch.offer_now(Inbound::Skipped(skipped));
+        self.batch.items.push(Item::Skipped(skipped));
     }
 
     /// Queues a message, applying the overload policy if the queue stays
@@ -560,7 +643,7 @@ mod tests {
         let input = format!(
             "{big}\nnot json at all\n{{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{{}}}}\n{REQUEST}\n{{\"jsonrpc\":\"2.0\""
         );
-        let (tx, mut rx) = mpsc::channel(16);
+        let (tx, mut rx) = crate::host::inbound_channel(16);
         let reader = Reader::new(config(OverloadPolicy::Drop), tx);
         let metrics = reader.metrics();
         let report = reader.run(input.as_bytes()).await;
@@ -585,11 +668,66 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn one_read_is_one_batch_in_one_buffer_held_until_its_last_message_is_dropped() {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#;
+        let input = format!("{note}\n{REQUEST}\nnot json\n{note}\n");
+        let (tx, mut rx) = crate::host::inbound_channel(16);
+        let reader = Reader::new(ReaderConfig::default(), tx);
+        let metrics = reader.metrics();
+        let report = reader.run(input.as_bytes()).await;
+        assert!(matches!(report.end, ReaderEnd::Eof));
+        let mut items = Vec::new();
+        assert_eq!(rx.recv_many(&mut items, 16).await, 4, "the whole read at once, in order");
+        let frames: Vec<&[u8]> = items
+            .iter()
+            .filter_map(|item| match item {
+                Inbound::Notification(r) | Inbound::Request(r) => Some(r.frame()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frames, [note.as_bytes(), REQUEST.as_bytes(), note.as_bytes()]);
+        assert!(matches!(&items[2], Inbound::Skipped(SkippedFrame::NotJson { len: 8, .. })));
+        // One buffer: each frame right after the one before.
+        for pair in frames.windows(2) {
+            assert_eq!(pair[1].as_ptr().addr(), pair[0].as_ptr().addr() + pair[0].len());
+        }
+        assert_eq!(metrics.snapshot().delivered, 3);
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_batch_counts_against_the_byte_bound_until_its_last_message_is_dropped() {
+        let note = r#"{"jsonrpc":"2.0","method":"n"}"#;
+        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(4 * note.len());
+        let (tx, mut rx) = crate::host::inbound_channel(16);
+        let reader = Reader::new(ReaderConfig::default().with_overload(overload), tx);
+        let metrics = reader.metrics();
+        let (mut server, stdout) = tokio::io::duplex(1 << 16);
+        let reader = tokio::spawn(reader.run(stdout));
+        use tokio::io::AsyncWriteExt as _;
+        // Two messages in one write: one batch of 2 frames.
+        server.write_all(format!("{note}\n{note}\n").as_bytes()).await.unwrap();
+        let first = rx.recv().await.unwrap();
+        let second = rx.recv().await.unwrap();
+        drop(first);
+        // Three more: only two fit while the batch's buffer lives (2 + 2 of 4).
+        server.write_all(format!("{note}\n{note}\n{note}\n").as_bytes()).await.unwrap();
+        let mut later = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+        drop(server);
+        assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped), (4, 1), "the first batch still held its two frames");
+        drop(second);
+        later.clear();
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
     async fn oversize_under_fail_ends_the_reader() {
         let input = format!("{REQUEST}\n{}\n{REQUEST}\n", "z".repeat(1000));
         let mut config = config(OverloadPolicy::Drop);
         config.framer.oversize = OversizePolicy::Fail;
-        let (tx, mut rx) = mpsc::channel(16);
+        let (tx, mut rx) = crate::host::inbound_channel(16);
         let report = Reader::new(config, tx).run(input.as_bytes()).await;
         assert!(matches!(report.end, ReaderEnd::Oversize(FrameError::Oversize { max_frame: 256, .. })));
         assert!(matches!(rx.try_recv(), Ok(Inbound::Request(_))));
@@ -601,7 +739,7 @@ mod tests {
         let input = format!("{REQUEST}\n{REQUEST}\n{{\"jsonrpc\":\"2.0\",\"method\":\"n\"}}\n{REQUEST}\n");
 
         // Drop: one delivered, three dropped.
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = crate::host::inbound_channel(1);
         let reader = Reader::new(config(OverloadPolicy::Drop), tx);
         let metrics = reader.metrics();
         assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
@@ -609,7 +747,7 @@ mod tests {
         assert_eq!((m.delivered, m.overload_dropped, m.overload_rejected, m.overload_episodes), (1, 3, 0, 1));
 
         // Reject: the two extra requests are answered, the notification dropped.
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = crate::host::inbound_channel(1);
         let (stdin, mut child_stdin) = tokio::io::duplex(4096);
         let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
         let reader = Reader::new(config(OverloadPolicy::Reject), tx).for_session(Arc::default(), writer.clone());
@@ -626,7 +764,7 @@ mod tests {
         assert_eq!(written, expected.repeat(2));
 
         // EndSession: the reader stops at the first refusal.
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = crate::host::inbound_channel(1);
         let report = Reader::new(config(OverloadPolicy::EndSession), tx).run(input.as_bytes()).await;
         assert!(matches!(report.end, ReaderEnd::Overloaded));
     }

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::inbound::{Inbound, Received};
+use super::inbound::{InboundQueue, Received, inbound_channel};
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::outgoing;
 use super::overload::DEFAULT_INBOUND_CAPACITY;
@@ -577,11 +577,11 @@ pub struct Session {
 impl Session {
     /// Spawns `command` as an MCP server on stdio. Returns the session and
     /// the queue of server requests, notifications and reports (see
-    /// [`Inbound`]). Consume the queue, or drop it: a host that drops it
+    /// [`Inbound`](super::Inbound)). Consume the queue, or drop it: a host that drops it
     /// takes no server requests (each is answered -32601, method not found,
     /// saying so) and no notifications; both are counted in
     /// [`unconsumed`](MetricsSnapshot::unconsumed), never as overload.
-    pub fn spawn(mut command: Command, config: SessionConfig) -> io::Result<(Session, mpsc::Receiver<Inbound>)> {
+    pub fn spawn(mut command: Command, config: SessionConfig) -> io::Result<(Session, InboundQueue)> {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         if config.process_group {
             command.process_group(0);
@@ -599,7 +599,7 @@ impl Session {
         let (stalled_tx, stalled) = oneshot::channel();
         let (writer, writer_task) =
             Writer::spawn_watched(stdin, config.write_timeout, Arc::clone(&metrics), Some(stalled_tx));
-        let (inbound, queue) = mpsc::channel(config.inbound_capacity.clamp(1, DEFAULT_INBOUND_CAPACITY));
+        let (inbound, queue) = inbound_channel(config.inbound_capacity);
         let reader = Reader::with_metrics(config.reader, inbound, Arc::clone(&metrics))
             .for_session(Arc::clone(&pending), writer.clone())
             .spawn(stdout);
