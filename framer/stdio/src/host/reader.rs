@@ -121,6 +121,11 @@ pub struct ReaderReport {
 ///   after framing) and queued as [`Inbound::Request`] /
 ///   [`Inbound::Notification`]; when the queue stays full the
 ///   [`OverloadPolicy`] applies.
+/// * **Order is kept.** A response wakes its requester only after every
+///   message the server wrote before it was queued (or shed by the overload
+///   rules) and counted in `delivered`: a progress notification is never
+///   behind the result it announced. With a nonzero [`Overload::max_wait`]
+///   a response can so wait for queue room, within that budget.
 /// * Oversize frames, lines that are not JSON-RPC and a partial frame at end
 ///   of file are counted, logged with `tracing` (with a bounded excerpt) and
 ///   reported as [`Inbound::Skipped`]; reading goes on, except for an oversize
@@ -358,7 +363,14 @@ impl Reader {
         let end = loop {
             match framer.next_event() {
                 Ok(None) => break Ok(()),
-                Ok(Some(Event::Frame(frame))) => self.classify(frame, hint),
+                Ok(Some(Event::Frame(frame))) => {
+                    if let Some(response) = self.classify(frame, hint) {
+                        // What came before a response on stdout reaches the
+                        // queue (and `delivered`) before its requester wakes.
+                        self.flush().await?;
+                        self.route_response(frame, &response, hint);
+                    }
+                }
                 Ok(Some(Event::OversizeStarted { seen })) => {
                     let max = self.config.framer.max_frame;
                     tracing::warn!(
@@ -478,14 +490,22 @@ impl Reader {
         }
     }
 
-    /// Parses one frame and adds it to the batch if it goes to the queue.
-    fn classify(&mut self, frame: &[u8], hint: usize) {
+    /// Parses one frame and adds it to the batch if it goes to the queue;
+    /// returns it if it is a response, to be routed once the batch before it
+    /// is handed over.
+    fn classify<'f>(&mut self, frame: &'f [u8], hint: usize) -> Option<Message<'f>> {
         match envelope::parse(frame) {
             Ok(message) => match message.kind() {
-                Kind::Request | Kind::Notification => self.batch.push(frame, &message, hint),
-                Kind::Response | Kind::ErrorResponse => self.route_response(frame, &message, hint),
+                Kind::Request | Kind::Notification => {
+                    self.batch.push(frame, &message, hint);
+                    None
+                }
+                Kind::Response | Kind::ErrorResponse => Some(message),
             },
-            Err(error) => self.skip_invalid(frame, error),
+            Err(error) => {
+                self.skip_invalid(frame, error);
+                None
+            }
         }
     }
 
@@ -720,6 +740,41 @@ mod tests {
         drop(second);
         later.clear();
         assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_response_waits_until_what_preceded_it_is_queued() {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#;
+        let response = r#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
+        let input = format!("{note}\n{note}\n{response}\n{note}\n");
+        // Room for one message; a full queue is waited on for a minute.
+        let (tx, mut rx) = crate::host::inbound_channel(1);
+        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_secs(60));
+        let pending = Arc::new(Pending::default());
+        let mut reply = pending.insert(7, "tools/call").unwrap();
+        let (stdin, _child_stdin) = tokio::io::duplex(4096);
+        let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
+        let reader =
+            Reader::new(ReaderConfig::default().with_overload(overload), tx).for_session(Arc::clone(&pending), writer);
+        let metrics = reader.metrics();
+        let (mut server, stdout) = tokio::io::duplex(1 << 16);
+        let reader = tokio::spawn(reader.run(stdout));
+        use tokio::io::AsyncWriteExt as _;
+        server.write_all(input.as_bytes()).await.unwrap();
+        // The second notification waits for room, so the response behind it
+        // is not routed yet.
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut reply).await;
+        assert!(early.is_err(), "the response overtook the notifications before it: {early:?}");
+        assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
+        let routed = tokio::time::timeout(Duration::from_secs(10), &mut reply).await.unwrap().unwrap().unwrap();
+        assert_eq!(routed.frame(), response.as_bytes());
+        assert_eq!(metrics.snapshot().delivered, 2, "both notifications before it were counted");
+        assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
+        assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
+        drop(server);
+        assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+        let m = metrics.snapshot();
+        assert_eq!((m.delivered, m.overload_dropped, m.responses), (3, 0, 1));
     }
 
     #[tokio::test]
