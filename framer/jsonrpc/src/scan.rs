@@ -428,6 +428,34 @@ mod tests {
     }
 
     #[test]
+    fn plain_runs_stop_at_the_first_special_byte_at_every_length_and_offset() {
+        // Every path of `skip_plain`: whole words, then single bytes.
+        let naive = |b: &[u8], i: usize| {
+            b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map_or(b.len(), |at| i + at)
+        };
+        let mut checked = 0;
+        for len in 0..150 {
+            let plain: Vec<u8> = (0..len).map(|k| b"abc def\x7f\xc3\xa9"[k % 9]).collect();
+            for start in [0, 1, 7] {
+                let start = start.min(len);
+                assert_eq!(skip_plain(&plain, start), len, "no special byte, {len} bytes from {start}");
+                for at in start..len {
+                    for special in [b'"', b'\\', 0x00, 0x1f] {
+                        let mut text = plain.clone();
+                        text[at] = special;
+                        if at + 3 < len {
+                            text[at + 3] = b'"';
+                        }
+                        assert_eq!(skip_plain(&text, start), naive(&text, start), "{len} {start} {at} {special}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 40_000, "{checked}");
+    }
+
+    #[test]
     fn scanner_edge_cases_match_serde_json() {
         for text in [
             "",
