@@ -18,6 +18,11 @@
 //!   copy the pipe's bytes there in a real transport. Then `commit` and drain
 //!   `next_event`.
 //! * `push`: this framer in push mode, `Framer::push(chunk)`.
+//! * `line_buffer`: the plain read-into framer a user writes by hand in
+//!   about 80 lines ([`LineBuffer`]): a `Vec`, `memchr` from where the last
+//!   search stopped, the unconsumed tail rolled to the front whenever a read
+//!   does not fit after it, doubling when a line fills the buffer, a byte
+//!   limit. The same simulated read as `read_into`.
 //! * `read_until`: `BufRead::read_until(b'\n')` through a 64 KiB `BufReader`
 //!   over a reader that yields 64 KiB chunks (also by memcpy). Unbounded.
 //! * `lines_codec`: tokio-util `LinesCodec::new_with_max_length(16 MiB)`
@@ -29,6 +34,21 @@
 //! frames the whole stream in each iteration and asserts, inside the timed
 //! loop, that it found exactly the stream's frame count. Both framer modes use
 //! the default `Config` (16 MiB limit). Throughput is the stream's bytes.
+//!
+//! Then the group `framing_large`: the cost of a frame as it grows, on
+//! 32 MiB of 8 MiB frames and 32 MiB of 32 MiB frames (text results), read
+//! into a framer with a 64 MiB limit. `kept_8MiB` / `kept_32MiB`: one framer
+//! kept across iterations with `Config::retain` at the limit, so its storage
+//! is reused (how a host keeps one framer per session); `fresh_8MiB` /
+//! `fresh_32MiB`: a new framer per iteration, whose growth touches fresh
+//! pages; `line_buffer_8MiB` / `line_buffer_32MiB`: the plain framer above,
+//! kept (it never shrinks), the same ratio for a buffer with no policy;
+//! `floor_8MiB` / `floor_32MiB`: [`contiguous_copy`], the least any reader
+//! that keeps a frame contiguous does, whose own ratio is the memory
+//! hierarchy's (a 32 MiB frame's bytes are written to 32 MiB of memory, an
+//! 8 MiB frame's to the same 8 MiB four times). Equal bytes per iteration: the throughput ratio 32 MiB / 8 MiB is
+//! the per-byte cost ratio, and a frame four times longer costs at most 4.5
+//! times as much when it is at least 0.89.
 //!
 //! Criterion measures wall-clock time; with `MCP_BENCH_CLOCK=cpu` it measures
 //! the thread's CPU time instead (see `support/cpu_time.rs`).
@@ -120,6 +140,72 @@ fn push(framer: &mut Framer, stream: &[u8]) -> u64 {
         }
     }
     assert_eq!(framer.buffered(), 0, "the stream ends with a newline");
+    frames
+}
+
+/// The plain read-into line framer: what a user writes instead of vendoring
+/// a framer. Bytes `start..end` are buffered; `searched` is where the next
+/// `memchr` starts (the bytes before it hold no `\n`).
+struct LineBuffer {
+    buf: Vec<u8>,
+    start: usize,
+    searched: usize,
+    end: usize,
+    max_line: usize,
+}
+
+impl LineBuffer {
+    fn new(max_line: usize) -> LineBuffer {
+        LineBuffer { buf: vec![0; CHUNK], start: 0, searched: 0, end: 0, max_line }
+    }
+
+    /// Room for a read of `want` bytes after the buffered ones: rolls the
+    /// tail to the front when it does not fit, doubles when that is not
+    /// enough.
+    fn spare(&mut self, want: usize) -> &mut [u8] {
+        if self.buf.len() - self.end < want {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.end, self.searched, self.start) = (self.end - self.start, self.searched - self.start, 0);
+            if self.buf.len() - self.end < want {
+                let len = (self.buf.len() * 2).max(self.end + want);
+                self.buf.resize(len, 0);
+            }
+        }
+        &mut self.buf[self.end..self.end + want]
+    }
+
+    fn commit(&mut self, n: usize) {
+        self.end += n;
+    }
+
+    /// The next whole line, without its `\n`.
+    fn next_line(&mut self) -> Option<&[u8]> {
+        match memchr::memchr(b'\n', &self.buf[self.searched..self.end]) {
+            Some(at) => {
+                let line = self.start..self.searched + at;
+                (self.start, self.searched) = (line.end + 1, line.end + 1);
+                Some(&self.buf[line])
+            }
+            None => {
+                self.searched = self.end;
+                assert!(self.end - self.start <= self.max_line, "a line over the limit");
+                None
+            }
+        }
+    }
+}
+
+fn line_buffer(lines: &mut LineBuffer, stream: &[u8]) -> u64 {
+    let mut frames = 0;
+    for chunk in stream.chunks(CHUNK) {
+        lines.spare(chunk.len()).copy_from_slice(chunk);
+        lines.commit(chunk.len());
+        while let Some(line) = lines.next_line() {
+            black_box(line);
+            frames += 1;
+        }
+    }
+    assert_eq!(lines.start, lines.end, "the stream ends with a newline");
     frames
 }
 
@@ -223,6 +309,8 @@ fn framing<M: Measurement>(c: &mut Criterion<M>) {
         group.bench_function("read_into", |b| b.iter(|| assert_eq!(read_into(&mut framer, bytes), frames)));
         let mut framer = Framer::new(Config::default());
         group.bench_function("push", |b| b.iter(|| assert_eq!(push(&mut framer, bytes), frames)));
+        let mut lines = LineBuffer::new(DEFAULT_MAX_FRAME);
+        group.bench_function("line_buffer", |b| b.iter(|| assert_eq!(line_buffer(&mut lines, bytes), frames)));
         let mut line = Vec::new();
         group.bench_function("read_until", |b| b.iter(|| assert_eq!(read_until(&mut line, bytes), frames)));
         let (mut codec, mut buf) = (LinesCodec::new_with_max_length(DEFAULT_MAX_FRAME), BytesMut::new());
@@ -236,9 +324,62 @@ fn framing<M: Measurement>(c: &mut Criterion<M>) {
     }
 }
 
+/// The floor of any reader that keeps each frame contiguous: every chunk
+/// copied (the stand-in for `read(2)`) to the end of the current frame in one
+/// preallocated buffer of the frame's size and searched with `memchr`; the
+/// bytes after a `\n` go to the front. No limit, no growth, no policy.
+fn contiguous_copy(buf: &mut [u8], stream: &[u8]) -> u64 {
+    let (mut frames, mut end) = (0, 0);
+    for chunk in stream.chunks(CHUNK) {
+        buf[end..end + chunk.len()].copy_from_slice(chunk);
+        let mut from = end;
+        end += chunk.len();
+        while let Some(at) = memchr::memchr(b'\n', &buf[from..end]) {
+            black_box(&buf[..from + at]);
+            frames += 1;
+            buf.copy_within(from + at + 1..end, 0);
+            end -= from + at + 1;
+            from = 0;
+        }
+    }
+    assert_eq!(end, 0, "the stream ends with a newline");
+    frames
+}
+
+/// The limit and retention of `framing_large`'s framers.
+const LARGE_LIMIT: usize = 64 << 20;
+
+fn framing_large<M: Measurement>(c: &mut Criterion<M>) {
+    let mut group = c.benchmark_group("framing_large");
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    let config = Config::DEFAULT.with_max_frame(LARGE_LIMIT).with_retain(LARGE_LIMIT);
+    for size in [8usize << 20, 32 << 20] {
+        let (bytes, frames) = stream(|_| large_text_result(size), 32 << 20);
+        let name = size >> 20;
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        let mut framer = Framer::new(config);
+        group.bench_function(format!("kept_{name}MiB"), |b| {
+            b.iter(|| assert_eq!(read_into(&mut framer, &bytes), frames))
+        });
+        group.bench_function(format!("fresh_{name}MiB"), |b| {
+            b.iter(|| assert_eq!(read_into(&mut Framer::new(config), &bytes), frames))
+        });
+        let mut frame = vec![0; size + CHUNK];
+        group.bench_function(format!("floor_{name}MiB"), |b| {
+            b.iter(|| assert_eq!(contiguous_copy(&mut frame, &bytes), frames))
+        });
+        let mut lines = LineBuffer::new(LARGE_LIMIT);
+        group.bench_function(format!("line_buffer_{name}MiB"), |b| {
+            b.iter(|| assert_eq!(line_buffer(&mut lines, &bytes), frames))
+        });
+    }
+    group.finish();
+}
+
 fn run<M: Measurement>(c: Criterion<M>) {
     let mut c = cpu_time::configured(c);
     framing(&mut c);
+    framing_large(&mut c);
     c.final_summary();
 }
 

@@ -88,7 +88,11 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 ///   8,200 faults of 4 KiB pages), which dominates its cost. A host that
 ///   keeps one framer per session for the session's lifetime, as
 ///   `mcp-framer-stdio`'s reader does, pays them once, for storage within
-///   `retain`, and again only for frames beyond it.
+///   `retain`, and again only for frames beyond it. A host that expects
+///   such frames often raises `retain` to its limit
+///   (`Config::DEFAULT.with_max_frame(max).with_retain(max)`): it then holds
+///   the storage of its largest frame so far, and a large frame costs in
+///   proportion to its length (the `framing_large` bench, kept versus fresh).
 /// * Every byte is counted in [`Stats`]; see there for the identity.
 ///
 /// # Example: read-into

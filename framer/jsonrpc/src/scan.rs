@@ -549,6 +549,18 @@ mod tests {
                 }
             }
         }
+        // Several escapes in one word, at every alignment, with a quote or
+        // the end right after them, valid and not.
+        for offset in 0..17 {
+            for middle in [r"\n\t", r#"\"\\"#, r"\u00e9\n", r#"\n\""#, r"\ud83e\udd80x", r"\x", r"\u00g0", r"\\\"] {
+                for tail in 0..10 {
+                    let text = format!("\"{}{middle}{}\"", "a".repeat(offset), "b".repeat(tail));
+                    assert_eq!(valid(&text), serde_valid(&text), "{text:?}");
+                    let cut = &text[..text.len() - 1];
+                    assert_eq!(valid(cut), serde_valid(cut), "{cut:?}");
+                }
+            }
+        }
         // Long strings: plain, escape-dense, with multi-byte UTF-8, and a
         // control character or an unterminated end at every distance.
         let long = "xé\\n🦀\\\"\\u00e9ab".repeat(40);
