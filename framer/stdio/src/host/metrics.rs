@@ -60,7 +60,9 @@ pub struct Metrics {
 impl Metrics {
     /// Copies the counters out. Each value is read atomically; the set is not
     /// one atomic picture while the session runs (a frame may be counted in
-    /// `frames` and not yet in `delivered`).
+    /// `frames` and not yet in `delivered`). Once a request's response has
+    /// arrived, the counters cover everything the server wrote before it,
+    /// and the read that brought it.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             stdout_bytes: get(&self.stdout_bytes),

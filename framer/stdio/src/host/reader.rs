@@ -139,7 +139,8 @@ pub struct ReaderReport {
 /// a copy of its own, and those that do not fit get the [`Overload`] rules.
 /// The application takes them one by one ([`InboundQueue::recv`](super::InboundQueue::recv))
 /// or many at a time ([`InboundQueue::recv_many`](super::InboundQueue::recv_many)).
-/// The [metrics](Reader::metrics) are published once per read.
+/// The [metrics](Reader::metrics) are published once per read, and before
+/// a response wakes its requester.
 ///
 /// A [`Session`](super::Session) runs one on the child's stdout. It can also
 /// run on any [`AsyncRead`], which is how benchmarks measure the host's read
@@ -365,10 +366,12 @@ impl Reader {
                 Ok(None) => break Ok(()),
                 Ok(Some(Event::Frame(frame))) => {
                     if let Some(response) = self.classify(frame, hint) {
-                        // What came before a response on stdout reaches the
-                        // queue (and `delivered`) before its requester wakes.
+                        // What came before a response on stdout is queued
+                        // and counted, and the metrics are published, before
+                        // its requester wakes.
                         self.flush().await?;
-                        self.route_response(frame, &response, hint);
+                        self.publish(framer);
+                        self.route_response(response);
                     }
                 }
                 Ok(Some(Event::OversizeStarted { seen })) => {
@@ -491,16 +494,16 @@ impl Reader {
     }
 
     /// Parses one frame and adds it to the batch if it goes to the queue;
-    /// returns it if it is a response, to be routed once the batch before it
-    /// is handed over.
-    fn classify<'f>(&mut self, frame: &'f [u8], hint: usize) -> Option<Message<'f>> {
+    /// returns a copy of it if it is a response for the pending table, to be
+    /// routed once the batch before it is handed over.
+    fn classify(&mut self, frame: &[u8], hint: usize) -> Option<Received> {
         match envelope::parse(frame) {
             Ok(message) => match message.kind() {
-                Kind::Request | Kind::Notification => {
+                Kind::Response | Kind::ErrorResponse if self.pending.is_some() => Some(Received::new(frame, &message)),
+                _ => {
                     self.batch.push(frame, &message, hint);
                     None
                 }
-                Kind::Response | Kind::ErrorResponse => Some(message),
             },
             Err(error) => {
                 self.skip_invalid(frame, error);
@@ -509,22 +512,17 @@ impl Reader {
         }
     }
 
-    /// Hands a response to the request waiting for it; without a pending
-    /// table, adds it to the batch.
-    fn route_response(&mut self, frame: &[u8], message: &Message<'_>, hint: usize) {
-        let Some(pending) = &self.pending else {
-            self.batch.push(frame, message, hint);
-            return;
-        };
-        let lookup = match message.id() {
+    /// Hands a response to the request waiting for it.
+    fn route_response(&mut self, received: Received) {
+        let Some(pending) = &self.pending else { return };
+        let lookup = match received.id() {
             Some(Id::Number(id)) => pending.take(*id),
             _ => Lookup::Unknown,
         };
         match lookup {
             Lookup::Waiting(waiter) => {
                 bump(&self.metrics.responses);
-                let received = Received::new(frame, message);
-                let outcome = match message.kind() {
+                let outcome = match received.kind() {
                     Kind::ErrorResponse => Err(RequestError::from_error_response(received)),
                     _ => Ok(received),
                 };
@@ -533,11 +531,11 @@ impl Reader {
             }
             Lookup::Late => {
                 bump(&self.metrics.late_responses);
-                tracing::debug!("late response for request {:?} ignored", message.id());
+                tracing::debug!("late response for request {:?} ignored", received.id());
             }
             Lookup::Unknown => {
                 bump(&self.metrics.unexpected_responses);
-                tracing::warn!("response for unknown request id {:?} ignored", message.id());
+                tracing::warn!("response for unknown request id {:?} ignored", received.id());
             }
         }
     }
@@ -768,7 +766,9 @@ mod tests {
         assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
         let routed = tokio::time::timeout(Duration::from_secs(10), &mut reply).await.unwrap().unwrap().unwrap();
         assert_eq!(routed.frame(), response.as_bytes());
-        assert_eq!(metrics.snapshot().delivered, 2, "both notifications before it were counted");
+        let m = metrics.snapshot();
+        assert_eq!(m.delivered, 2, "both notifications before it were counted");
+        assert_eq!((m.frames, m.stdout_bytes), (3, input.len() as u64), "the framer's counts were published");
         assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
         assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
         drop(server);
