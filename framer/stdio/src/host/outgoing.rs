@@ -6,10 +6,9 @@ use serde::Serialize;
 
 use mcp_framer_jsonrpc::{Encoder, ErrorObject, Id};
 
-/// The host's encoder. The host does not know the server's transport limit,
-/// so its frames are not size-checked: a frame over the server's limit is
-/// discarded there (and answered -32600 with a `null` id, which leaves the
-/// request to its timeout).
+/// The encoder of the frames the host builds on its own (a cancellation, an
+/// error reply): small, so never size-checked. What the application sends
+/// is checked against [`SessionConfig::max_send`](super::SessionConfig::max_send).
 pub(crate) const ENCODER: Encoder = Encoder::unlimited();
 
 /// `params` of `notifications/cancelled`.

@@ -28,7 +28,7 @@ use super::writer::{WriteError, Writer};
 use crate::counter::bump;
 use crate::{Keep, Preview};
 use mcp_framer::FrameError;
-use mcp_framer_jsonrpc::{EncodeError, ErrorObject, INTERNAL_ERROR, Id, OwnedId};
+use mcp_framer_jsonrpc::{EncodeError, Encoder, ErrorObject, INTERNAL_ERROR, Id, OwnedId};
 
 /// The method that is never cancelled (MCP: "the `initialize` request MUST
 /// NOT be cancelled by clients").
@@ -123,6 +123,14 @@ pub struct SessionConfig {
     /// Spawn the server as the leader of a new process group and signal the
     /// whole group, so its own children go too. Default `true`.
     pub process_group: bool,
+    /// The most bytes of one frame this host sends (its JSON, `\n`
+    /// excluded): the server's transport limit, if the host knows it. A
+    /// request, notification or response over it is refused before anything
+    /// is written, with [`RequestError::Encode`]`(`[`EncodeError::TooLarge`]`)`,
+    /// and the session goes on; sent anyway, the server would discard it and
+    /// the request would wait out its timeout (or, for some servers, the
+    /// server would exit). Default `usize::MAX`: no check.
+    pub max_send: usize,
 }
 
 impl Default for SessionConfig {
@@ -137,6 +145,7 @@ impl Default for SessionConfig {
             exit_grace: Duration::from_secs(1),
             shutdown: ShutdownConfig::default(),
             process_group: true,
+            max_send: usize::MAX,
         }
     }
 }
@@ -151,6 +160,7 @@ setters!(SessionConfig {
     exit_grace: Duration => with_exit_grace,
     shutdown: ShutdownConfig => with_shutdown,
     process_group: bool => with_process_group,
+    max_send: usize => with_max_send,
 });
 
 /// Why a session ended.
@@ -306,7 +316,8 @@ pub enum RequestError {
     /// The request could not be written to the server's stdin.
     Write(WriteError),
     /// The message could not be encoded (its params or result did not
-    /// serialize).
+    /// serialize), or its frame is over [`SessionConfig::max_send`]
+    /// ([`EncodeError::TooLarge`]). Nothing was written.
     Encode(EncodeError),
 }
 
@@ -648,7 +659,7 @@ impl Session {
     /// to await, time-bound or cancel it.
     pub async fn start<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<PendingRequest, RequestError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = outgoing::ENCODER.request(&Id::Number(id), method, params).map_err(RequestError::Encode)?;
+        let frame = self.encoder().request(&Id::Number(id), method, params).map_err(RequestError::Encode)?;
         let outcome = self.shared.pending.insert(id, method).map_err(RequestError::Closed)?;
         let mut request =
             PendingRequest { id, outcome, sent: Instant::now(), shared: Arc::clone(&self.shared), finished: false };
@@ -664,15 +675,21 @@ impl Session {
         Ok(request)
     }
 
+    /// The encoder of what the application sends, with
+    /// [`SessionConfig::max_send`] as its limit.
+    fn encoder(&self) -> Encoder {
+        Encoder::new(self.config.max_send)
+    }
+
     /// Sends a notification.
     pub async fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<(), RequestError> {
-        let frame = outgoing::ENCODER.notification(method, params).map_err(RequestError::Encode)?;
+        let frame = self.encoder().notification(method, params).map_err(RequestError::Encode)?;
         self.shared.writer.write(frame).await.map_err(RequestError::Write)
     }
 
     /// Answers a server request with a result.
     pub async fn respond<R: Serialize + ?Sized>(&self, id: &OwnedId, result: &R) -> Result<(), RequestError> {
-        let frame = outgoing::ENCODER.response(id, result).map_err(RequestError::Encode)?;
+        let frame = self.encoder().response(id, result).map_err(RequestError::Encode)?;
         self.shared.writer.write(frame).await.map_err(RequestError::Write)
     }
 
