@@ -759,10 +759,20 @@ mod tests {
         let reader = tokio::spawn(reader.run(stdout));
         use tokio::io::AsyncWriteExt as _;
         server.write_all(input.as_bytes()).await.unwrap();
-        // The second notification waits for room, so the response behind it
-        // is not routed yet.
-        let early = tokio::time::timeout(Duration::from_millis(200), &mut reply).await;
-        assert!(early.is_err(), "the response overtook the notifications before it: {early:?}");
+        // Once the first notification is queued, the reader waits for room
+        // for the second: the response behind it must not be routed yet.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while metrics.snapshot().delivered < 1 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the first notification is queued");
+        let early = reply.try_recv();
+        assert!(
+            matches!(early, Err(tokio::sync::oneshot::error::TryRecvError::Empty)),
+            "the response overtook the notifications before it: {early:?}"
+        );
         assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
         let routed = tokio::time::timeout(Duration::from_secs(10), &mut reply).await.unwrap().unwrap().unwrap();
         assert_eq!(routed.frame(), response.as_bytes());
