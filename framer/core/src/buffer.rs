@@ -1,5 +1,6 @@
-//! The framer's byte buffer: growth that touches only what is lent, rare
-//! tail moves, storage given back after a large frame, a hard cap.
+//! The framer's byte buffer: growth that touches only what is lent and
+//! holds a line once, rare tail moves, storage given away with a large frame
+//! or given back after it, a hard cap.
 //!
 //! Layout, as in ripgrep's line buffer:
 //!
@@ -15,15 +16,23 @@
 //! Memory (all in safe code):
 //!
 //! * `data.len()` is the initialised prefix. Storage grows by reserving
-//!   capacity (doubling, so growth is amortised) and initialises only what
-//!   [`spare`](Buffer::spare) lends or [`append`](Buffer::append) writes, so
-//!   reserved pages the stream never reaches are never touched: a 17 MiB
-//!   frame makes about 17 MiB resident, not the 32 MiB reserved.
+//!   capacity and initialises only what [`spare`](Buffer::spare) lends or
+//!   [`append`](Buffer::append) writes, so reserved pages the stream never
+//!   reaches are never touched.
+//! * **A line is held once.** Storage doubles while small; once a line
+//!   outgrows 1 MiB it goes straight to its cap (`max_frame + 1 + read_size`
+//!   for a framer), reserved but untouched, so the line grows to the limit
+//!   without moving again. Every resize moves the live bytes to the front in
+//!   place and resizes the allocation in place where the allocator can: the
+//!   old and the new storage never both hold a large line.
+//! * **A frame can be given away.** [`take`](Buffer::take) hands the storage
+//!   holding a complete frame to its consumer and goes on with fresh storage
+//!   holding only the bytes after it (at most one read), so a large frame is
+//!   never copied out of the buffer.
 //! * The live tail moves to the front (a *roll*) only when that is cheap: when
 //!   it holds at most a quarter of the storage, or, early, when it is a tiny
 //!   remnant and the room left could not take a frame as large as the largest
-//!   seen. Otherwise the storage grows. So a stream of 64 KiB frames read in
-//!   64 KiB reads moves about one byte in six, not nearly every byte.
+//!   seen. Otherwise the storage grows.
 //! * Storage over the retention threshold is released at a read that finds
 //!   little buffered, with hysteresis ([`Retention`]).
 
@@ -259,13 +268,24 @@ impl Buffer {
                 return;
             }
         }
+        // The cap is an invariant of the caller, not a limit on input: the
+        // framer discards a line as soon as it passes `max_frame`, so only a
+        // caller that lends again without draining the events reaches it.
+        // That is a bug in the caller, as an out-of-bounds index is, hence a
+        // panic; ripgrep's line buffer returns an error at its cap because
+        // input reaches it there (a long line), which cannot happen here.
         assert!(
             need <= cap,
             "framer buffer would exceed its cap ({need} > {cap} bytes): \
              call next_event until it returns None before lending more space"
         );
         self.retention.needs(need);
-        self.relocate(capacity.saturating_mul(2).clamp(need, cap.max(need)));
+        // Small storage doubles. Once a line outgrows `LARGE`, the storage
+        // goes straight to the cap (when there is one): reserved but
+        // untouched, it costs nothing, and the line then grows to the limit
+        // without another move, so its bytes are never held twice.
+        let grown = if need > LARGE && cap != usize::MAX { cap } else { capacity.saturating_mul(2) };
+        self.relocate(grown.clamp(need, cap.max(need)));
     }
 
     /// Moves the live tail to the front of the storage.
@@ -277,20 +297,47 @@ impl Buffer {
         self.start = 0;
     }
 
-    /// Replaces the storage by a fresh one of `capacity` bytes (at least the
-    /// live region), holding the live region at its front. Only the live
-    /// bytes are copied and initialised; the old storage is freed.
+    /// Resizes the storage to `capacity` bytes (at least the live region),
+    /// holding the live region at its front. The live bytes first move to
+    /// the front in place, then the allocation is resized in place where
+    /// the allocator can (`realloc`; for large blocks on Linux, `mremap`,
+    /// which copies nothing): no second storage ever holds them beside the
+    /// first, except for a small one the allocator cannot resize.
     fn relocate(&mut self, capacity: usize) {
+        if self.start > 0 {
+            self.roll();
+        }
+        self.data.truncate(self.end);
+        let capacity = capacity.max(self.end);
+        if capacity > self.data.capacity() {
+            self.data.reserve_exact(capacity - self.data.len());
+        } else {
+            self.data.shrink_to(capacity);
+        }
+    }
+
+    /// Gives away the storage, which holds `frame` (a complete frame before
+    /// the live region), and goes on with fresh storage holding only the
+    /// live region. The storage given away is cut to the frame's end.
+    pub(crate) fn take(&mut self, frame: core::ops::Range<usize>) -> Vec<u8> {
+        debug_assert!(frame.end <= self.start);
         let live = self.len();
-        let mut data = Vec::with_capacity(capacity.max(live));
-        data.extend_from_slice(self.live());
+        let mut fresh = Vec::with_capacity(live);
+        fresh.extend_from_slice(self.live());
         self.moved += live as u64;
-        self.data = data;
+        let mut taken = core::mem::replace(&mut self.data, fresh);
         self.scan -= self.start;
         self.end = live;
         self.start = 0;
+        self.peak = 0;
+        taken.truncate(frame.end);
+        taken.shrink_to_fit();
+        taken
     }
 }
+
+/// Above this many bytes, storage grows straight to its cap.
+const LARGE: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -352,5 +399,37 @@ mod tests {
         assert_eq!(buf.len(), 17 << 20);
         assert_eq!(buf.capacity(), 32 << 20, "reserved in doubling steps");
         assert_eq!(buf.bytes().len(), 17 << 20, "initialised: only the 17 reads");
+    }
+
+    #[test]
+    fn a_line_past_one_mib_reserves_the_cap_in_one_step_and_never_moves_again() {
+        let cap = 16 << 20;
+        let mut buf = Buffer::new(usize::MAX);
+        let mut moved_at_jump = None;
+        while buf.len() < (15 << 20) {
+            let n = buf.spare(64 << 10, cap).len().min(64 << 10);
+            buf.commit(n);
+            if buf.capacity() == cap && moved_at_jump.is_none() {
+                moved_at_jump = Some(buf.moved);
+            }
+        }
+        assert_eq!(buf.capacity(), cap, "straight to the cap");
+        let moved = moved_at_jump.expect("reached the cap");
+        assert!(moved <= 2 << 20, "only the small storage's bytes ever moved: {moved}");
+        assert_eq!(buf.moved, moved, "no move after the jump");
+        assert!(buf.bytes().len() < cap, "the cap is reserved, not touched");
+    }
+
+    #[test]
+    fn take_gives_the_storage_away_and_keeps_only_what_follows_the_frame() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, b"frame one\nrest", 4096);
+        buf.consume_to(10);
+        buf.scan = 12;
+        let taken = buf.take(0..9);
+        assert_eq!(taken, b"frame one", "cut to the frame's end");
+        assert_eq!(buf.live(), b"rest");
+        assert_eq!((buf.start, buf.scan, buf.end), (0, 2, 4), "the resume index moves with the rest");
+        assert!(buf.capacity() < 4096, "fresh storage for the rest only");
     }
 }

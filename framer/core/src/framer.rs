@@ -1,5 +1,6 @@
 //! The framer: a state machine over the [`Buffer`], fed by read-into or push.
 
+use alloc::vec::Vec;
 use core::ops::Range;
 
 use crate::buffer::Buffer;
@@ -344,6 +345,49 @@ impl Framer {
             Some(frame) => Ok(Some(Event::Frame(&self.buf.bytes()[frame]))),
             None => self.next_event_general(),
         }
+    }
+
+    /// Gives away the storage that holds the frame [`next_event`](Framer::next_event)
+    /// just returned, for a consumer that keeps a large frame: no copy of it
+    /// is made. Call it right after `next_event` returned
+    /// [`Event::Frame`]`(frame)`, with `len = frame.len()`, in read-into mode
+    /// (the frames of [`push`](Framer::push) are not in the buffer). Returns
+    /// the storage, cut to the frame's end, and where the frame lies in it;
+    /// the framer goes on with fresh storage holding only the bytes buffered
+    /// after the frame (at most one read), so memory never holds the frame
+    /// twice. `None` when the frame is not in the buffer.
+    ///
+    /// Taking is worth it for frames larger than the storage the framer
+    /// would keep anyway ([`Config::retain`]): a smaller frame is cheaper to
+    /// copy than its storage is to regrow.
+    ///
+    /// ```
+    /// use mcp_framer::{Config, Event, Framer};
+    ///
+    /// let mut framer = Framer::new(Config::DEFAULT);
+    /// let chunk = b"{\"big\":1}\r\n{\"next";
+    /// framer.spare()[..chunk.len()].copy_from_slice(chunk);
+    /// framer.commit(chunk.len());
+    /// let Some(Event::Frame(frame)) = framer.next_event().unwrap() else { panic!() };
+    /// let len = frame.len();
+    /// let (storage, at) = framer.take_frame(len).unwrap();
+    /// assert_eq!(&storage[at], b"{\"big\":1}");
+    /// assert_eq!(framer.buffered_bytes(), b"{\"next", "the rest stays with the framer");
+    /// ```
+    pub fn take_frame(&mut self, len: usize) -> Option<(Vec<u8>, Range<usize>)> {
+        // A frame from the buffer ends at the `\n` just before `start`, and
+        // before a `\r` stripped by the framer's own rule.
+        let newline = self.buf.start.checked_sub(1)?;
+        let bytes = self.buf.bytes();
+        if bytes.get(newline) != Some(&b'\n') {
+            return None;
+        }
+        let cr = self.config.strip_cr && newline > 0 && bytes[newline - 1] == b'\r';
+        let end = newline - usize::from(cr);
+        let start = end.checked_sub(len)?;
+        let storage = self.buf.take(start..end);
+        self.stats.buffer_capacity = self.buf.capacity() as u64;
+        Some((storage, start..end))
     }
 
     /// [`next_event`](Framer::next_event) off the fast path: kept out of line
