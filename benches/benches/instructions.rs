@@ -284,11 +284,11 @@ fn notifications(bytes: usize, total: usize) -> HostStream {
 #[bench::note_200b(notifications(200, MIB))]
 #[bench::note_64k(notifications(64 * KIB, 2 * MIB))]
 fn host_reader(host: HostStream) -> u64 {
-    use mcp_framer_stdio::host::{Inbound, Reader, ReaderConfig, ReaderEnd};
+    use mcp_framer_stdio::host::{Inbound, Reader, ReaderEnd, SessionConfig};
     let HostStream { bytes, frames } = host;
     let received = futures::executor::block_on(async {
-        let (inbound, mut queue) = mcp_framer_stdio::host::inbound_channel(usize::MAX);
-        let reader = Reader::new(ReaderConfig::default(), inbound);
+        let (inbound, mut queue) = mcp_framer_stdio::host::inbound_channel();
+        let reader = Reader::new(&SessionConfig::default(), inbound);
         let metrics = reader.metrics();
         let report = reader.run(black_box(&bytes[..])).await;
         assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);

@@ -141,7 +141,11 @@ impl Strategy {
             }
             Strategy::HostReader => runtime.block_on(async {
                 let stdout = tokio::process::ChildStdout::from_std(stdout)?;
-                let (reader, mut queue, metrics) = readers::spawn_host_reader(stdout, QUEUE.capacity, QUEUE.max_wait);
+                let (reader, mut queue, metrics) = readers::spawn_host_reader(
+                    stdout,
+                    mcp_framer_stdio::host::DEFAULT_MAX_QUEUED_BYTES,
+                    QUEUE.max_wait,
+                );
                 let mut frames = 0;
                 let mut batch = Vec::with_capacity(CONSUMER_BATCH);
                 while queue.recv_many(&mut batch, CONSUMER_BATCH).await > 0 {

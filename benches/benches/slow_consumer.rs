@@ -50,12 +50,14 @@ const COSTS_US: [u64; 3] = [0, 20, 100];
 /// Runs per row; the row shows the run with the median time to completion.
 const REPEATS: usize = 3;
 
-/// The host transport's default inbound queue capacity (checked against
-/// `SessionConfig::default()` in `main`): bounded by bytes, not by messages.
-const CAPACITY: usize = mcp_framer_stdio::host::DEFAULT_INBOUND_CAPACITY;
+/// The host transport's default inbound queue bound, in bytes (checked
+/// against `SessionConfig::default()` in `main`).
+const CAPACITY: usize = mcp_framer_stdio::host::DEFAULT_MAX_QUEUED_BYTES;
 
-/// The old default capacity, in messages, kept as a row and for the
-/// drop-when-full reference.
+/// A small byte bound, kept as a row: 1 MiB.
+const SMALL_BYTES: usize = 1 << 20;
+
+/// The drop-when-full reference's capacity, in messages.
 const SMALL_QUEUE: usize = 4096;
 
 /// The host transport's default wait budget per overload episode (checked
@@ -65,8 +67,8 @@ const DEFAULT_WAIT: Duration = Duration::ZERO;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Strategy {
     Coupled,
-    /// The host reader with this queue capacity and wait budget per overload
-    /// episode.
+    /// The host reader with this queue byte bound and wait budget per
+    /// overload episode.
     HostReader(usize, Duration),
     /// `try_send`, drop when full.
     DropWhenFull,
@@ -76,7 +78,7 @@ impl Strategy {
     const ALL: [Strategy; 5] = [
         Strategy::Coupled,
         Strategy::HostReader(CAPACITY, DEFAULT_WAIT),
-        Strategy::HostReader(SMALL_QUEUE, DEFAULT_WAIT),
+        Strategy::HostReader(SMALL_BYTES, DEFAULT_WAIT),
         Strategy::HostReader(CAPACITY, Duration::from_millis(100)),
         Strategy::DropWhenFull,
     ];
@@ -88,7 +90,7 @@ impl Strategy {
                 format!("host reader, defaults (queue bounded by bytes, max_wait {wait:?})")
             }
             Strategy::HostReader(CAPACITY, wait) => format!("host reader, max_wait {wait:?} (opt-in)"),
-            Strategy::HostReader(capacity, wait) => format!("host reader, queue {capacity}, max_wait {wait:?}"),
+            Strategy::HostReader(bytes, wait) => format!("host reader, queue {} KiB, max_wait {wait:?}", bytes >> 10),
             Strategy::DropWhenFull => format!("drop when full, queue {SMALL_QUEUE} (reference)"),
         }
     }
@@ -340,7 +342,7 @@ fn output_dir() -> Option<PathBuf> {
 
 fn main() {
     assert_eq!(Overload::default().max_wait, DEFAULT_WAIT, "the host's default wait budget");
-    assert_eq!(SessionConfig::default().inbound_capacity, CAPACITY, "the host's default queue capacity");
+    assert_eq!(SessionConfig::default().overload.max_queued_bytes, CAPACITY, "the host's default queue bound");
     let quick = mcp_framer_benches::shapes::quick();
     let messages = if quick { 2_000 } else { 10_000 };
     let base = Writer::with_total(Shape::Request, 0, 0);

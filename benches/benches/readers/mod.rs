@@ -12,8 +12,8 @@ use futures::StreamExt;
 use mcp_framer::{Config, Event, Framer};
 use mcp_framer_benches::pipe::{self, Report, Watchdog, Writer};
 use mcp_framer_stdio::host::{
-    Inbound, InboundQueue, Metrics, Overload, OverloadPolicy, Reader, ReaderConfig, ReaderReport, Session,
-    SessionConfig, inbound_channel,
+    Inbound, InboundQueue, Metrics, Overload, OverloadPolicy, Reader, ReaderReport, Session, SessionConfig,
+    inbound_channel,
 };
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -185,19 +185,21 @@ pub fn spawn_decoupled(
 }
 
 /// The host transport's reader ([`Reader`]) on its own task over `input`:
-/// framing, envelope classification, one copy per message, and a bounded
-/// queue of `capacity` with [`OverloadPolicy::Drop`] after `max_wait`. Must
+/// framing, classification, one copy per message, and a queue bounded by
+/// `max_queued_bytes` with [`OverloadPolicy::Drop`] after `max_wait`. Must
 /// be called inside a runtime with time enabled.
 pub fn spawn_host_reader(
     input: impl AsyncRead + Unpin + Send + 'static,
-    capacity: usize,
+    max_queued_bytes: usize,
     max_wait: Duration,
 ) -> (JoinHandle<ReaderReport>, InboundQueue, Arc<Metrics>) {
-    let (tx, rx) = inbound_channel(capacity);
-    let config = ReaderConfig::default()
-        .with_framer(Config::DEFAULT.with_max_frame(MAX_FRAME))
-        .with_overload(Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(max_wait));
-    let reader = Reader::new(config, tx);
+    let (tx, rx) = inbound_channel();
+    let overload = Overload::default()
+        .with_policy(OverloadPolicy::Drop)
+        .with_max_wait(max_wait)
+        .with_max_queued_bytes(max_queued_bytes);
+    let config = SessionConfig::default().with_max_receive(MAX_FRAME).with_overload(overload);
+    let reader = Reader::new(&config, tx);
     let metrics = reader.metrics();
     (reader.spawn(input), rx, metrics)
 }
@@ -242,8 +244,7 @@ const START_METHOD: &str = "bench/start";
 /// from the start line to the session's end (the child exited and stdout
 /// reached its end). Asserts no drop and every message a notification.
 pub async fn run_session(exe: &str, writer: &Writer, timeout: Duration) -> Result<pipe::Run, String> {
-    let config = SessionConfig::default()
-        .with_reader(ReaderConfig::default().with_framer(Config::DEFAULT.with_max_frame(MAX_FRAME)));
+    let config = SessionConfig::default().with_max_receive(MAX_FRAME);
     let command = tokio::process::Command::from(writer.command(exe));
     let (session, mut queue) = Session::spawn(command, config).map_err(|e| format!("spawn {exe}: {e}"))?;
     let watchdog = Watchdog::arm(session.pid().ok_or("no pid")?, timeout);

@@ -19,7 +19,7 @@ use mcp_framer::{Config, OversizePolicy};
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_e2e::report;
 use mcp_framer_jsonrpc::Id;
-use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, ShutdownStage, SkippedFrame};
+use mcp_framer_stdio::host::{Inbound, RequestError, ShutdownStage, SkippedFrame};
 use serde_json::json;
 
 const EIGHT_MIB: usize = 8 << 20;
@@ -127,14 +127,13 @@ async fn the_transport_refuses_the_same_response_by_its_limit_and_the_child_fini
     watchdog("8 MiB over a 1 MiB limit", async {
         let limit = 1 << 20;
         let mut config = config();
-        config.reader = ReaderConfig::default()
-            .with_framer(Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip));
+        config.framer = Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip);
         let (session, mut inbound) = spawn(config);
         let request = session.start("tools/call", &tool("big", json!({"bytes": EIGHT_MIB}))).await.expect("sent");
         // A frame discarded by the limit is never parsed whole; its id is
         // recovered from its head, so its request fails at once, naming the
         // frame's exact length and the limit, and no cancellation is sent.
-        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id, .. })) = inbound.recv().await else {
             panic!("the oversize frame is reported")
         };
         assert!(len > EIGHT_MIB as u64);

@@ -11,16 +11,14 @@ use std::time::{Duration, Instant};
 use host_support::{config, eventually, ping_within_a_second, spawn, tool, watchdog};
 use mcp_framer::{Config, OversizePolicy};
 use mcp_framer_jsonrpc::Id;
-use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, SessionConfig, SkippedFrame};
+use mcp_framer_stdio::host::{Inbound, RequestError, SessionConfig, SkippedFrame};
 use serde_json::json;
 
 const LIMIT: usize = 64 * 1024;
 const FRAME: usize = 200 * 1024;
 
 fn limited() -> SessionConfig {
-    config().with_reader(
-        ReaderConfig::default().with_framer(Config::DEFAULT.with_max_frame(LIMIT).with_oversize(OversizePolicy::Skip)),
-    )
+    config().with_framer(Config::DEFAULT.with_max_frame(LIMIT).with_oversize(OversizePolicy::Skip))
 }
 
 fn sized(id_at: &str) -> serde_json::Value {
@@ -44,7 +42,7 @@ async fn an_oversize_response_with_its_id_first_or_last_fails_its_request_at_onc
             assert!(started.elapsed() < Duration::from_secs(2), "{id_at}: {:?}", started.elapsed());
             let message = outcome.unwrap_err().to_string();
             assert!(message.contains(&FRAME.to_string()) && message.contains(&LIMIT.to_string()), "{message}");
-            let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id: recovered })) = inbound.recv().await else {
+            let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id: recovered, .. })) = inbound.recv().await else {
                 panic!("reported")
             };
             assert_eq!((len, recovered), (FRAME as u64, Some(Id::Number(id))));
@@ -65,7 +63,7 @@ async fn an_oversize_response_whose_id_cannot_be_told_leaves_the_request_to_its_
         let (session, mut inbound) = spawn(limited().with_request_timeout(timeout));
         let started = Instant::now();
         let request = session.start("tools/call", &sized("middle")).await.expect("sent");
-        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id, .. })) = inbound.recv().await else {
             panic!("reported")
         };
         assert_eq!((len, id), (FRAME as u64, None));

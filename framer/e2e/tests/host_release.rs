@@ -14,15 +14,14 @@ use host_support::{config, eventually, payload, ping_within_a_second, reports, s
 use mcp_framer::{Config, FrameError, OversizePolicy};
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_jsonrpc::Id;
-use mcp_framer_stdio::host::{CloseReason, Inbound, ReaderConfig, RequestError, Session, SessionConfig, SkippedFrame};
+use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, SessionConfig, SkippedFrame};
 use serde_json::json;
 
 /// The transport limit used by the limit tests.
 const LIMIT: usize = 64 * 1024;
 
 fn limited(oversize: OversizePolicy) -> SessionConfig {
-    config()
-        .with_reader(ReaderConfig::default().with_framer(Config::DEFAULT.with_max_frame(LIMIT).with_oversize(oversize)))
+    config().with_framer(Config::DEFAULT.with_max_frame(LIMIT).with_oversize(oversize))
 }
 
 /// A `sized` tool call whose response line is exactly `frame_bytes` long.
@@ -51,7 +50,7 @@ async fn a_response_just_over_the_limit_is_skipped_and_the_session_continues() {
     watchdog("just over the limit, Skip", async {
         let (session, mut inbound) = spawn(limited(OversizePolicy::Skip));
         let request = session.start("tools/call", &sized(LIMIT + 1)).await.expect("sent");
-        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id })) = inbound.recv().await else {
+        let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id, .. })) = inbound.recv().await else {
             panic!("the oversize frame is reported")
         };
         assert_eq!(len, LIMIT as u64 + 1);

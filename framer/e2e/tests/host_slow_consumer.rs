@@ -15,12 +15,14 @@ mod host_support;
 use std::time::Duration;
 
 use host_support::{config, payload, ping_within_a_second, spawn, tool, watchdog};
-use mcp_framer_stdio::host::{Inbound, MetricsSnapshot, Overload, OverloadPolicy, ReaderConfig, SessionConfig};
+use mcp_framer_stdio::host::{ITEM_OVERHEAD, Inbound, MetricsSnapshot, Overload, OverloadPolicy, SessionConfig};
 use serde_json::json;
 
 const MESSAGES: u64 = 1_200;
 /// The inbound queue: far fewer messages than the stream.
 const QUEUE: usize = 256;
+/// The queue's byte bound: room for `QUEUE` of the stream's messages.
+const QUEUE_BYTES: usize = QUEUE * (FRAME_BYTES as usize + ITEM_OVERHEAD);
 const FRAME_BYTES: u64 = 1024;
 /// The consumer's cost per message (a tokio sleep: at least this long).
 const PER_MESSAGE: Duration = Duration::from_millis(1);
@@ -63,17 +65,17 @@ async fn stream_to_a_slow_consumer(config: SessionConfig) -> Run {
 async fn with_the_defaults_a_slow_consumer_does_not_hold_the_child_in_write() {
     watchdog("slow consumer", async {
         // The default overload policy, with a queue smaller than the stream
-        // (the default capacity, 4096, would hold all of it).
-        let defaults = config().with_inbound_capacity(QUEUE);
-        assert_eq!(defaults.reader.overload, Overload::default());
-        assert_eq!(defaults.reader.overload.max_wait, Duration::ZERO);
+        // (the default bound, 64 MiB, would hold all of it).
+        let small = Overload::default().with_max_queued_bytes(QUEUE_BYTES);
+        let defaults = config().with_overload(small);
+        assert_eq!(defaults.overload, Overload::default().with_max_queued_bytes(QUEUE_BYTES));
+        assert_eq!(defaults.overload.max_wait, Duration::ZERO);
         let decoupled = stream_to_a_slow_consumer(defaults).await;
 
         // The reference: a reader allowed to wait for the consumer longer
         // than the whole run is paced by it, as a coupled reader is.
-        let paced = config().with_inbound_capacity(QUEUE).with_reader(ReaderConfig::default().with_overload(
-            Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_secs(60)),
-        ));
+        let paced =
+            config().with_overload(small.with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_secs(60)));
         let coupled = stream_to_a_slow_consumer(paced).await;
 
         eprintln!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use mcp_framer::{Config, OversizePolicy};
 use mcp_framer_stdio::host::{
-    Inbound, InboundQueue, ReaderConfig, RequestError, Session, SessionConfig, ShutdownConfig, SkippedFrame,
+    Inbound, InboundQueue, RequestError, Session, SessionConfig, ShutdownConfig, SkippedFrame,
 };
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -87,7 +87,8 @@ impl Target {
     pub fn session_config(&self) -> SessionConfig {
         let framer = Config::DEFAULT.with_max_frame(self.args.max_frame).with_oversize(OversizePolicy::Skip);
         SessionConfig::default()
-            .with_reader(ReaderConfig::default().with_framer(framer).with_excerpt(self.args.excerpt))
+            .with_framer(framer)
+            .with_excerpt(self.args.excerpt)
             .with_request_timeout(self.args.step_timeout)
             .with_write_timeout(self.args.step_timeout)
             .with_exit_grace(Duration::from_millis(300))

@@ -26,8 +26,8 @@
 //! find no room even though the bytes held are well under the bound. So a
 //! bound whose small items must never wait behind a large one is a bound of
 //! their own: the server's stdout queue has two (tool results, which wait;
-//! the stdin loop's replies, reserved), and the host, which never waits,
-//! uses `try_acquire` only.
+//! the stdin loop's replies, reserved); the host's inbound queue has one
+//! waiter at most (the reader, and only under an opt-in wait budget).
 
 use std::fmt;
 use std::sync::Arc;
@@ -67,7 +67,6 @@ impl ByteBound {
 
     /// Waits until an item of `len` bytes fits and admits it; `None` once the
     /// bound is closed. Cancel-safe.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the host never waits for bytes
     pub(crate) async fn acquire(&self, len: usize) -> Option<Held> {
         let permit = Arc::clone(&self.room).acquire_many_owned(self.cost(len)).await.ok()?;
         Some(Held { _permit: permit })

@@ -4,6 +4,7 @@
 //!
 //! The cut rule is stated on [`Preview`].
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -332,6 +333,38 @@ fn continuation_prefix(bytes: &[u8]) -> usize {
     bytes.iter().take(3).take_while(|&&b| b & 0xC0 == 0x80).count()
 }
 
+// Text from a peer, quoted in a message: a bounded head by the same cut rule.
+
+/// The most bytes of a client-supplied name (a method or tool name, an id)
+/// an error message echoes.
+#[cfg(feature = "server")]
+pub(crate) const ECHO_BYTES: usize = 64;
+
+/// The most bytes of a message built from client input (a parser's
+/// complaint, which may quote it).
+#[cfg(feature = "server")]
+pub(crate) const MESSAGE_BYTES: usize = 512;
+
+/// A name as error messages echo it: [`clip`] to [`ECHO_BYTES`].
+#[cfg(feature = "server")]
+pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
+    clip(text, ECHO_BYTES)
+}
+
+/// `text` whole if it is at most `max` bytes, else its first bytes cut by
+/// [`Preview`]'s rule (never inside a character), then `…` and the full
+/// length: at most `max` + 26 bytes.
+#[cfg(feature = "server")]
+pub(crate) fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    let preview = Preview::new(text.as_bytes(), Keep::Head(max));
+    if preview.is_whole() {
+        return Cow::Borrowed(text);
+    }
+    // The head of UTF-8 text, cut at a character boundary, is UTF-8.
+    let head = String::from_utf8_lossy(preview.head());
+    Cow::Owned(format!("{head}… ({} bytes)", preview.total_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,5 +499,17 @@ mod tests {
         assert!(Preview::new(&[0xff, 0xfe, 0, 1], Keep::Head(100)).is_binary());
         assert!(Preview::new(b"text\0more", Keep::Head(100)).is_binary());
         assert!(!Preview::new("tëxt".as_bytes(), Keep::Head(2)).is_binary());
+    }
+
+    #[cfg(feature = "server")]
+    #[test]
+    fn names_are_clipped_at_a_character_boundary_with_their_length() {
+        assert_eq!(excerpt("tools/call"), "tools/call");
+        let long = "é".repeat(100); // 200 bytes
+        let cut = excerpt(&long);
+        assert_eq!(cut, format!("{}… (200 bytes)", "é".repeat(32)));
+        let odd = format!("a{long}"); // the limit falls inside a character
+        assert_eq!(excerpt(&odd), format!("a{}… (201 bytes)", "é".repeat(31)));
+        assert!(clip(&"x".repeat(10_000), 512).len() <= 512 + 26);
     }
 }

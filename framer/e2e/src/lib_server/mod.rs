@@ -134,7 +134,7 @@ impl Args {
         }
         if let Some(n) = self.max_frame {
             config.framer = Config::DEFAULT.with_max_frame(n);
-            config.max_response = n;
+            config.max_send = n;
         }
         if let Some(n) = self.control_queue_bytes {
             config.control_queue_bytes = n;
@@ -269,7 +269,7 @@ mod tests {
         let config = Args::try_parse_from(argv).unwrap().config();
         assert_eq!((config.max_concurrent, config.max_queued), (1, 3));
         assert_eq!(config.shutdown_grace, Duration::from_millis(300));
-        assert_eq!((config.framer.max_frame, config.max_response), (4096, 4096));
+        assert_eq!((config.framer.max_frame, config.max_send), (4096, 4096));
 
         let (defaults, expected) = (Args::try_parse_from(["lib_server"]).unwrap().config(), ServerConfig::default());
         assert_eq!((defaults.max_concurrent, defaults.max_queued), (expected.max_concurrent, expected.max_queued));

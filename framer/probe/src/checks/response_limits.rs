@@ -4,7 +4,7 @@
 //! `ping`.
 
 use mcp_framer::{Config, OversizePolicy};
-use mcp_framer_stdio::host::{Inbound, ReaderConfig, RequestError, SkippedFrame};
+use mcp_framer_stdio::host::{Inbound, RequestError, SkippedFrame};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -100,8 +100,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let limit = frame - 1;
     progress.step(format!("same call with the probe's limit at {limit} bytes"));
     let framer = Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip);
-    let config =
-        target.session_config().with_reader(ReaderConfig::default().with_framer(framer).with_excerpt(args.excerpt));
+    let config = target.session_config().with_framer(framer).with_excerpt(args.excerpt);
     let (session, mut inbound, _) = match target.start(config).await {
         Ok(started) => started,
         Err(e) => return result.note(Verdict::Fail, format!("no second session: {e}")),

@@ -5,12 +5,13 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use tokio::sync::mpsc::error::TryRecvError;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use serde::Deserialize;
+use tokio::sync::mpsc::{self, error::TryRecvError};
 
-use super::overload::{self, Receiver, Sender};
-use super::reader::DEFAULT_EXCERPT;
+use super::config::DEFAULT_EXCERPT;
 use crate::bound::Held;
 use crate::{Keep, Preview};
 use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
@@ -71,10 +72,10 @@ pub(crate) struct Head {
 }
 
 impl Head {
-    /// The routing fields of `message`, parsed from `frame`, which is copied
-    /// to `at` in its buffer: no allocation unless the method has escapes or
-    /// the id is a string.
-    pub(crate) fn new(at: usize, frame: &[u8], message: &Message<'_>) -> Head {
+    /// The routing fields of `message`, parsed from `frame`, for a buffer
+    /// where the frame starts at 0 (move it with [`at`](Head::at)): no
+    /// allocation unless the method has escapes or the id is a string.
+    pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Head {
         let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
         debug_assert_eq!(
             payload.is_some(),
@@ -82,7 +83,7 @@ impl Head {
             "the envelope borrows payloads from the frame"
         );
         Head {
-            frame: at..at + frame.len(),
+            frame: 0..frame.len(),
             kind: message.kind(),
             id: message.id().map(Id::to_owned_id),
             method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
@@ -91,6 +92,24 @@ impl Head {
             }),
             payload: payload.unwrap_or(0..0),
         }
+    }
+}
+
+impl Head {
+    /// The same message, its frame at `at` in its buffer.
+    pub(crate) fn at(mut self, at: usize) -> Head {
+        self.frame = at..at + self.frame.len();
+        self
+    }
+
+    /// The frame's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.frame.len()
+    }
+
+    /// Request, notification, response or error response.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 }
 
@@ -121,15 +140,26 @@ enum Text {
 
 impl Received {
     /// Copies `frame` and the routing fields of its parsed `message`.
+    #[cfg(test)]
     pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Received {
-        Received { frames: Frames::new(frame.to_vec(), None), head: Head::new(0, frame, message), queued: None }
+        Received::copied(frame, Head::new(frame, message))
     }
 
     /// A copy of its own of the message `head` describes in `bytes`.
-    pub(crate) fn copied(bytes: &[u8], mut head: Head) -> Received {
-        let frame = bytes[head.frame.clone()].to_vec();
-        head.frame = 0..frame.len();
-        Received { frames: Frames::new(frame, None), head, queued: None }
+    pub(crate) fn copied_out(bytes: &[u8], head: Head) -> Received {
+        let frame = &bytes[head.frame.clone()];
+        Received::copied(frame, head.at(0))
+    }
+
+    /// A copy of its own of `frame`, which `head` describes.
+    pub(crate) fn copied(frame: &[u8], head: Head) -> Received {
+        Received { frames: Frames::new(frame.to_vec(), None), head, queued: None }
+    }
+
+    /// The message `head` describes, at `at` in `storage` (a frame's storage
+    /// taken from the framer: no copy).
+    pub(crate) fn owned(storage: Vec<u8>, at: usize, head: Head) -> Received {
+        Received { frames: Frames::new(storage, None), head: head.at(at), queued: None }
     }
 
     /// The message `head` describes in `frames` (a shared buffer).
@@ -233,7 +263,12 @@ pub enum SkippedFrame {
     Oversize {
         /// The frame's exact length in bytes.
         len: u64,
-        /// The id of the response it was, when recovered.
+        /// The transport limit it passed, in bytes
+        /// ([`Config::max_frame`](mcp_framer::Config::max_frame)).
+        max: u64,
+        /// The id of the response it was, when recovered. A
+        /// [`Connection`](super::Connection) user fails the request with this
+        /// id at once; a [`Session`](super::Session) does so itself.
         id: Option<OwnedId>,
     },
     /// A line that does not even start like JSON (first non-blank byte not
@@ -275,46 +310,104 @@ pub enum Inbound {
     Request(Received),
     /// A notification from the server.
     Notification(Received),
-    /// A response or error response. Only from a [`Reader`](super::Reader)
-    /// without a pending table (a [`Session`](super::Session) routes
+    /// A response or error response. Only from a
+    /// [`Connection`](super::Connection) or a standalone
+    /// [`Reader`](super::Reader) (a [`Session`](super::Session) routes
     /// responses to the requests waiting for them instead).
     Response(Received),
     /// Something the reader discarded. Reports are queued only when there is
     /// room at once: they never make the reader wait and never trigger the
-    /// overload policy (the metrics count them all).
+    /// overload policy (the metrics count them all). The exception is the
+    /// report of an oversize response whose id was recovered, on a
+    /// [`Connection`](super::Connection): it stands for a response, and is
+    /// delivered like one.
     Skipped(SkippedFrame),
 }
 
-/// A bounded queue of [`Inbound`] items from a [`Reader`](super::Reader) to
-/// the application, holding at most `capacity` items (at least 1; clamped to
-/// [`DEFAULT_INBOUND_CAPACITY`](super::DEFAULT_INBOUND_CAPACITY)), and also
-/// bounded by bytes ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)).
+/// What one item costs in the queue's byte bound
+/// ([`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)) besides
+/// its frame's bytes: the size of the item itself on this platform. So a
+/// flood of tiny messages is bounded like a few large ones.
+pub const ITEM_OVERHEAD: usize = std::mem::size_of::<Inbound>();
+
+/// A queue of [`Inbound`] items from a [`Reader`](super::Reader) to the
+/// application, bounded by bytes: the reader counts every item against
+/// [`Overload::max_queued_bytes`](super::Overload::max_queued_bytes) (its
+/// frame plus [`ITEM_OVERHEAD`]) until the application drops it, and applies
+/// the [`Overload`](super::Overload) rules to what does not fit.
 ///
 /// The reader hands over each read's messages as one batch: one queue
 /// operation per read, not per message. The application still takes them one
-/// by one ([`InboundQueue::recv`]) or many at a time
-/// ([`InboundQueue::recv_many`]); an item counts against `capacity` until it
-/// is taken.
-pub fn inbound_channel(capacity: usize) -> (InboundSender, InboundQueue) {
-    let (tx, rx) = overload::channel(capacity.clamp(1, super::DEFAULT_INBOUND_CAPACITY));
-    (InboundSender(tx), InboundQueue(rx))
+/// by one ([`InboundQueue::recv`], or as a [`Stream`](futures_core::Stream))
+/// or many at a time ([`InboundQueue::recv_many`]).
+pub fn inbound_channel() -> (InboundSender, InboundQueue) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (InboundSender(tx), InboundQueue { rx, current: Vec::new().into_iter(), held: None })
 }
 
 /// The reader's end of an [`inbound_channel`]: give it to
 /// [`Reader::new`](super::Reader::new).
 #[derive(Debug)]
-pub struct InboundSender(pub(crate) Sender<Inbound>);
+pub struct InboundSender(pub(crate) mpsc::UnboundedSender<Sent>);
+
+/// What one queue operation carries: items in order, and the bytes they
+/// hold in the bound that no message of theirs holds (reports), given back
+/// once the application has taken the last of them.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    pub(crate) items: Vec<Inbound>,
+    pub(crate) held: Option<Held>,
+}
 
 /// The application's end of an [`inbound_channel`]: server requests,
-/// notifications and reports, in the order the server wrote them.
+/// notifications and reports, in the order the server wrote them. Also a
+/// [`Stream`](futures_core::Stream) of them, for `futures` and
+/// `tokio-stream` combinators.
 #[derive(Debug)]
-pub struct InboundQueue(Receiver<Inbound>);
+pub struct InboundQueue {
+    rx: mpsc::UnboundedReceiver<Sent>,
+    /// The rest of the batch being taken.
+    current: std::vec::IntoIter<Inbound>,
+    /// The bytes the batch being taken holds for its reports.
+    held: Option<Held>,
+}
 
 impl InboundQueue {
+    /// The next item of the batch being taken; once it is all taken, its
+    /// reports' bytes go back to the bound.
+    fn next_taken(&mut self) -> Option<Inbound> {
+        let item = self.current.next();
+        if self.current.len() == 0 {
+            self.held = None;
+        }
+        item
+    }
+
+    /// Makes `sent` the batch being taken.
+    fn start(&mut self, sent: Sent) {
+        self.current = sent.items.into_iter();
+        self.held = sent.held;
+    }
+
     /// The next item; `None` once the reader has stopped and every item was
-    /// taken.
+    /// taken. Cancel-safe: an item is never lost when the future is dropped.
     pub async fn recv(&mut self) -> Option<Inbound> {
-        self.0.recv().await
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next item: `Ready(None)` once the reader has stopped
+    /// and every item was taken.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Inbound>> {
+        loop {
+            if let Some(item) = self.next_taken() {
+                return Poll::Ready(Some(item));
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(sent)) => self.start(sent),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 
     /// [`recv`](InboundQueue::recv) for a thread outside the runtime.
@@ -323,27 +416,69 @@ impl InboundQueue {
     ///
     /// When called inside an asynchronous context (as tokio's `blocking_recv`).
     pub fn blocking_recv(&mut self) -> Option<Inbound> {
-        self.0.blocking_recv()
+        loop {
+            if let Some(item) = self.next_taken() {
+                return Some(item);
+            }
+            let sent = self.rx.blocking_recv()?;
+            self.start(sent);
+        }
     }
 
     /// The next item if one is queued now; [`TryRecvError::Disconnected`]
     /// once the reader has stopped and every item was taken.
     pub fn try_recv(&mut self) -> Result<Inbound, TryRecvError> {
-        self.0.try_recv()
+        loop {
+            if let Some(item) = self.next_taken() {
+                return Ok(item);
+            }
+            let sent = self.rx.try_recv()?;
+            self.start(sent);
+        }
     }
 
     /// Waits for at least one item, then moves up to `limit` of the items
     /// queued into `buffer`; returns how many. 0 means the reader has stopped
     /// and every item was taken (or `limit` is 0).
     pub async fn recv_many(&mut self, buffer: &mut Vec<Inbound>, limit: usize) -> usize {
-        self.0.recv_many(buffer, limit).await
+        if limit == 0 {
+            return 0;
+        }
+        let Some(first) = self.recv().await else { return 0 };
+        buffer.push(first);
+        let mut taken = 1;
+        while taken < limit {
+            match self.next_taken() {
+                Some(item) => {
+                    buffer.push(item);
+                    taken += 1;
+                }
+                None => match self.rx.try_recv() {
+                    Ok(sent) => self.start(sent),
+                    Err(_) => break,
+                },
+            }
+        }
+        taken
     }
 
     /// Takes nothing more: the reader then treats what it reads as
     /// unconsumed (see [`Overload`](super::Overload)). Items already queued
     /// can still be taken.
     pub fn close(&mut self) {
-        self.0.close();
+        self.rx.close();
+    }
+}
+
+impl futures_core::Stream for InboundQueue {
+    type Item = Inbound;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Inbound>> {
+        self.get_mut().poll_recv(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.current.len(), None)
     }
 }
 

@@ -5,12 +5,24 @@
 //! stdio is a bounded byte pipe: if a host stops reading a server's stdout,
 //! the server blocks in `write()` mid-response and never reads the
 //! cancellation or the next request on stdin. This module keeps that from
-//! happening:
+//! happening, in two layers:
+//!
+//! * [`Connection`] — the lower layer: one server process and its stdio,
+//!   without a request table. It spawns the server in a process group of its
+//!   own, drains stdout with the reader below, queues every classified
+//!   message (responses included) on a queue bounded by bytes, drains
+//!   stderr, writes stdin with stall detection, shuts down over the process
+//!   group, and counts everything. Another SDK's transport builds on it and
+//!   brings its own request table.
+//! * [`Session`] — the upper layer: a `Connection` plus the request table
+//!   (ids, deadlines, cancellation, matching responses).
+//!
+//! Their pieces:
 //!
 //! * [`Reader`] — a task owns the child's stdout and only reads: straight into
 //!   the [`Framer`](mcp_framer::Framer)'s buffer, then classifies each frame with
-//!   the [envelope](mcp_framer_jsonrpc). Responses go to the request waiting
-//!   for them; server requests and notifications go to a queue whose
+//!   the [parser](mcp_framer_jsonrpc::parse). Inside a session, responses go
+//!   to the request waiting for them; everything else goes to a queue whose
 //!   consumer is the application. Lines that are not JSON-RPC are counted,
 //!   reported with a bounded [`Preview`](crate::Preview) of their first bytes
 //!   ([`SkippedFrame`]) and skipped.
@@ -18,7 +30,7 @@
 //!   tail [`Preview`](crate::Preview), [`SessionConfig::stderr_tail`]), bytes
 //!   and lines are counted, and lines are split by the core framer and
 //!   forwarded to `tracing` ([`StderrLog`]); it never blocks.
-//! * [`Session`] — the client side: one writer task writes one whole frame
+//! * [`Session`]'s client side: one writer task writes one whole frame
 //!   and one `\n` at a time, each within a timeout; a pending table matches
 //!   responses by id; late responses are counted and ignored; when the child
 //!   exits every pending request fails with the exit status and the stderr
@@ -59,8 +71,8 @@
 //!    never as overload.
 //! 5. **Nothing is lost to a consumer that keeps up; the reader never waits
 //!    on the application for long.** The queue is bounded by bytes by default
-//!    ([`Overload::max_queued_bytes`], 64 MiB; [`DEFAULT_INBOUND_CAPACITY`]
-//!    puts no count limit in practice). Past half the bound the reader
+//!    ([`Overload::max_queued_bytes`], 64 MiB, counting each item's frame and
+//!    [`ITEM_OVERHEAD`]). Past half the bound the reader
 //!    yields to the runtime after each message, and a message that does not
 //!    fit waits for a few yields (never a timer) before the
 //!    [`OverloadPolicy`] applies: only a stalled consumer loses messages. A
@@ -115,27 +127,30 @@
 //! # }
 //! ```
 
+mod config;
+mod connection;
+mod error;
 mod inbound;
 mod metrics;
 mod outgoing;
 mod overload;
 mod pending;
 mod reader;
+mod recover;
 mod session;
 mod stderr;
 mod supervisor;
 mod writer;
 
-pub use inbound::{Inbound, InboundQueue, InboundSender, Received, SkippedFrame, inbound_channel};
+pub use config::{
+    DEFAULT_EXCERPT, DEFAULT_MAX_QUEUED_BYTES, NO_CONSUMER_MESSAGE, OVERLOADED_MESSAGE, Overload, OverloadPolicy,
+    SessionConfig, ShutdownConfig, StderrLog,
+};
+pub use connection::Connection;
+pub use error::{CloseReason, Closed, RequestError, SendError, WriteError};
+pub use inbound::{ITEM_OVERHEAD, Inbound, InboundQueue, InboundSender, Received, SkippedFrame, inbound_channel};
 pub use metrics::{Metrics, MetricsSnapshot};
-pub use overload::{
-    DEFAULT_INBOUND_CAPACITY, DEFAULT_MAX_QUEUED_BYTES, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Overload,
-    OverloadPolicy,
-};
-pub use reader::{DEFAULT_EXCERPT, OVERSIZE_GLIMPSE, Reader, ReaderConfig, ReaderEnd, ReaderReport};
-pub use session::{
-    CloseReason, Closed, PendingRequest, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownReport,
-    ShutdownStage,
-};
-pub use stderr::StderrLog;
-pub use writer::WriteError;
+pub use reader::{Reader, ReaderEnd, ReaderReport};
+pub use recover::OVERSIZE_GLIMPSE;
+pub use session::{PendingRequest, Session};
+pub use supervisor::{ShutdownReport, ShutdownStage};

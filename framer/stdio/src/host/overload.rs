@@ -1,414 +1,72 @@
-//! The hand-off from the reader to the application: a bounded queue, the
-//! reader's wait budget for room in it (none by default), and the policy
-//! applied to a message that does not fit.
+//! The overload rules: what happens to an item the application's queue has
+//! no room for. [`Dispatch`] decides, message by message, and returns a
+//! [`Verdict`]; the reader does the I/O a verdict calls for (a reply, the end
+//! of the session). See [`Overload`] for the contract.
 
-use crate::setters::setters;
-use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use tokio::sync::Notify;
-use tokio::sync::mpsc::{self, error::SendTimeoutError, error::TryRecvError, error::TrySendError};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::config::{Overload, OverloadPolicy};
+use super::inbound::{ITEM_OVERHEAD, Inbound, Sent};
 use super::metrics::Metrics;
 use crate::bound::{ByteBound, Held};
 use crate::counter::bump;
-
-/// The JSON-RPC error code of the reply sent under [`OverloadPolicy::Reject`]
-/// (the project's one definition, in `mcp_framer_jsonrpc`).
-pub use mcp_framer_jsonrpc::OVERLOADED;
-
-/// The message of the reply sent under [`OverloadPolicy::Reject`].
-pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try again later";
-
-/// The message of the "method not found" ([`METHOD_NOT_FOUND`](mcp_framer_jsonrpc::METHOD_NOT_FOUND))
-/// reply to a server request when the application dropped its inbound
-/// receiver: the host takes no server requests.
-pub const NO_CONSUMER_MESSAGE: &str = "this host takes no server requests";
-
-/// Default capacity of the inbound queue in messages: as many as tokio's
-/// bounded queue allows, so the queue is bounded by bytes
-/// ([`DEFAULT_MAX_QUEUED_BYTES`]), not by a count of messages.
-pub const DEFAULT_INBOUND_CAPACITY: usize = tokio::sync::Semaphore::MAX_PERMITS;
 
 /// How many times the reader yields to the runtime, letting the application
 /// run, before a message that does not fit gets the policy. A consumer that
 /// keeps up makes room within them; a stalled one does not.
 pub(crate) const STALL_YIELDS: u32 = 64;
 
-/// Default bound on the bytes of the messages in the application's queue:
-/// 64 MiB, four messages at the default transport limit.
-pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
-
-/// What the reader does with a server message that does not fit in the
-/// application's queue once it may no longer wait for room (at once by
-/// default; see [`Overload`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum OverloadPolicy {
-    /// Drop the message and count it in
-    /// [`overload_dropped`](super::MetricsSnapshot::overload_dropped).
-    Drop,
-    /// Answer a server request with a JSON-RPC error ([`OVERLOADED`]) and drop
-    /// it, counted in [`overload_rejected`](super::MetricsSnapshot::overload_rejected),
-    /// so the server is not left waiting for an answer. A notification cannot
-    /// be answered: it is dropped and counted as under `Drop`. The default.
-    #[default]
-    Reject,
-    /// End the session on purpose: the reader stops, the child is killed and
-    /// every pending request fails with
-    /// [`CloseReason::Overloaded`](super::CloseReason::Overloaded), so the
-    /// caller can start a new session.
-    EndSession,
-}
-
-/// How the reader hands messages to the application's bounded queue when it
-/// is full. The reader keeps draining the server's stdout whatever the
-/// application does: a message that does not fit gets the [`OverloadPolicy`]
-/// (drop, reject, end the session), and reading goes on.
-///
-/// **Overload episode.** An episode starts when a message finds the queue
-/// full (or over its byte bound, below), and ends only once the application
-/// has drained the queue to at most half its capacity and half its byte bound
-/// (not as soon as one message fits). Each episode is
-/// counted in [`overload_episodes`](super::MetricsSnapshot::overload_episodes).
-/// During an episode, a message that fits is still queued.
-///
-/// **`max_wait` is a budget per episode, not per message.**
-///
-/// * `max_wait` zero (**the default**): the reader never waits and arms no
-///   timer. A message that does not fit gets the policy at once, so the
-///   server is never paced by the application; the price is that a burst
-///   larger than the queue is shed even if the application would have caught
-///   up a moment later.
-/// * `max_wait` above zero (opt in, for a host that prefers absorbing short
-///   bursts to shedding): a message that does not fit may wait for room, but
-///   the waits of one episode add up to at most `max_wait`, however many of
-///   them succeed. Once the budget is spent, every message that does not fit
-///   gets the policy at once until the episode ends. The trade-off: a
-///   steadily slow application paces the reader, and so holds the server in
-///   `write(2)` (unable to read its stdin, cancellations included), for up to
-///   `max_wait` per episode; then the reader sheds until the application has
-///   caught up halfway.
-///
-/// **Bytes queued.** Besides its capacity in messages, the queue is bounded in
-/// bytes: the frames of the messages the reader has queued and the
-/// application has not dropped yet add up to at most `max_queued_bytes`,
-/// except that one message always fits when none is held, whatever its size
-/// (it then counts as the whole bound). A message counts until it is
-/// dropped; the messages of one read, handed over together in one shared
-/// buffer (see [`Reader`](super::Reader)), count until the last of them is
-/// dropped, since that is when their buffer is freed. A clone is the
-/// application's own copy and does not count. A message over
-/// the byte bound gets the policy at once, never waits, and is counted like
-/// one that found the queue full. So the memory a stalled application makes
-/// the host hold is bounded by the larger of `max_queued_bytes` and one
-/// message, not by the capacity times the transport limit.
-///
-/// **Letting the application run.** A message that does not fit is not
-/// refused at once: the reader first yields to the runtime a few times (no
-/// timer, no wait on the application), so a consumer that keeps up, which on
-/// a current-thread runtime may simply not have had a turn, makes room. Only
-/// if none is made does the episode start; within an episode the policy
-/// applies at once. Past half the byte bound or half the capacity, the reader
-/// also yields once after each read's messages it queues. So by default nothing is
-/// lost to a consumer that keeps up, and a stalled one never holds the reader.
-///
-/// A closed queue (the application dropped its receiver) is not an overload:
-/// a server request is answered "method not found" ([`NO_CONSUMER_MESSAGE`]),
-/// anything else is dropped, and both are counted in
-/// [`unconsumed`](super::MetricsSnapshot::unconsumed).
-/// Time spent waiting is counted in
-/// [`dispatch_wait`](super::MetricsSnapshot::dispatch_wait) (always zero by
-/// default); refused messages in
-/// [`overload_dropped`](super::MetricsSnapshot::overload_dropped) or
-/// [`overload_rejected`](super::MetricsSnapshot::overload_rejected).
-///
-/// ```
-/// use std::time::Duration;
-/// use mcp_framer_stdio::host::{Overload, OverloadPolicy, Reader, ReaderConfig};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
-/// let stdout = note.repeat(5);
-///
-/// // The default: never wait. Nobody consumes this queue of two.
-/// assert_eq!(Overload::default().max_wait, Duration::ZERO);
-/// assert_eq!(Overload::default().policy, OverloadPolicy::Reject);
-/// let (inbound, _queue) = mcp_framer_stdio::host::inbound_channel(2);
-/// let reader = Reader::new(ReaderConfig::default(), inbound);
-/// let metrics = reader.metrics();
-/// reader.run(stdout.as_bytes()).await;
-/// let m = metrics.snapshot();
-/// assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (2, 3, 1));
-/// assert_eq!(m.dispatch_wait, Duration::ZERO);
-///
-/// // Opt in: wait at most 20 ms in total for the whole episode; the first
-/// // message that does not fit uses the budget up, the next two get the
-/// // policy at once.
-/// let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_millis(20));
-/// let (inbound, _queue) = mcp_framer_stdio::host::inbound_channel(2);
-/// let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
-/// let metrics = reader.metrics();
-/// reader.run(stdout.as_bytes()).await;
-/// let m = metrics.snapshot();
-/// assert_eq!((m.delivered, m.overload_dropped, m.overload_episodes), (2, 3, 1));
-/// assert!(m.dispatch_wait >= Duration::from_millis(20));
-/// # }
-/// ```
-///
-/// Build one from the default with the `with_*` setters (the fields may grow,
-/// so the struct is `#[non_exhaustive]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct Overload {
-    /// What a message that does not fit gets. Default: [`OverloadPolicy::Reject`].
-    pub policy: OverloadPolicy,
-    /// The most the reader may wait for room in the queue, in total, per
-    /// overload episode. Default: zero (never wait).
-    pub max_wait: Duration,
-    /// The most bytes of frames held in the queue and by the application
-    /// (see above), at least 1 and at most `u32::MAX` (values outside are
-    /// clamped). Default: [`DEFAULT_MAX_QUEUED_BYTES`].
-    pub max_queued_bytes: usize,
-}
-
-impl Default for Overload {
-    fn default() -> Self {
-        Overload {
-            policy: OverloadPolicy::default(),
-            max_wait: Duration::ZERO,
-            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
-        }
-    }
-}
-
-setters!(Overload {
-    policy: OverloadPolicy => with_policy,
-    max_wait: Duration => with_max_wait,
-    max_queued_bytes: usize => with_max_queued_bytes,
-});
-
-/// The application queue: one queue operation per batch of items (the
-/// reader sends each read's messages as one batch), bounded by a count of
-/// items, not batches. An item counts from when it is sent until the
-/// receiver takes it. One sender (the reader), one receiver.
-pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    let room = Arc::new(Room {
-        capacity: capacity.max(1),
-        queued: AtomicUsize::new(0),
-        waiting: AtomicBool::new(false),
-        freed: Notify::new(),
-    });
-    let (tx, rx) = mpsc::unbounded_channel();
-    (Sender { tx, room: Arc::clone(&room) }, Receiver { rx, current: Vec::new().into_iter(), room })
-}
-
-/// The count bound shared by both ends.
+/// What becomes of an item offered to the queue.
 #[derive(Debug)]
-struct Room {
-    capacity: usize,
-    /// Items sent and not yet taken.
-    queued: AtomicUsize,
-    /// The sender waits for room: the receiver wakes it when it takes items.
-    waiting: AtomicBool,
-    freed: Notify,
-}
-
-/// The sending end of [`channel`].
-#[derive(Debug)]
-pub(crate) struct Sender<T> {
-    tx: mpsc::UnboundedSender<Vec<T>>,
-    room: Arc<Room>,
-}
-
-impl<T> Sender<T> {
-    /// The most items the queue holds.
-    pub(crate) fn max_capacity(&self) -> usize {
-        self.room.capacity
-    }
-
-    /// Room left, in items.
-    pub(crate) fn capacity(&self) -> usize {
-        self.room.capacity.saturating_sub(self.room.queued.load(SeqCst))
-    }
-
-    /// Whether the receiver is gone.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.tx.is_closed()
-    }
-
-    /// Queues one item if there is room now.
-    pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
-        self.try_send_batch(vec![item]).map_err(|e| match e {
-            TrySendError::Full(mut batch) => TrySendError::Full(batch.pop().expect("one item")),
-            TrySendError::Closed(mut batch) => TrySendError::Closed(batch.pop().expect("one item")),
-        })
-    }
-
-    /// Queues every item of `batch` in one operation if there is room for
-    /// all of them now.
-    pub(crate) fn try_send_batch(&self, batch: Vec<T>) -> Result<(), TrySendError<Vec<T>>> {
-        if self.tx.is_closed() {
-            return Err(TrySendError::Closed(batch));
-        }
-        if batch.len() > self.capacity() {
-            return Err(TrySendError::Full(batch));
-        }
-        let n = batch.len();
-        self.room.queued.fetch_add(n, SeqCst);
-        self.tx.send(batch).map_err(|e| {
-            self.room.queued.fetch_sub(n, SeqCst);
-            TrySendError::Closed(e.0)
-        })
-    }
-
-    /// Queues `item`, waiting at most `timeout` for room.
-    pub(crate) async fn send_timeout(&self, item: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
-        let deadline = Instant::now() + timeout;
-        let mut item = item;
-        let sent = loop {
-            let mut freed = pin!(self.room.freed.notified());
-            freed.as_mut().enable();
-            self.room.waiting.store(true, SeqCst);
-            item = match self.try_send(item) {
-                Ok(()) => break Ok(()),
-                Err(TrySendError::Closed(item)) => break Err(SendTimeoutError::Closed(item)),
-                Err(TrySendError::Full(item)) => item,
-            };
-            tokio::select! {
-                () = freed => {}
-                () = self.tx.closed() => {}
-                () = tokio::time::sleep_until(deadline) => break Err(SendTimeoutError::Timeout(item)),
-            }
-        };
-        self.room.waiting.store(false, SeqCst);
-        sent
-    }
-}
-
-/// The receiving end of [`channel`]: takes items one by one (or many at a
-/// time) out of the batches sent.
-#[derive(Debug)]
-pub(crate) struct Receiver<T> {
-    rx: mpsc::UnboundedReceiver<Vec<T>>,
-    /// The rest of the batch being taken.
-    current: std::vec::IntoIter<T>,
-    room: Arc<Room>,
-}
-
-impl<T> Receiver<T> {
-    /// `n` items were taken: their room is free again.
-    fn took(&self, n: usize) {
-        if n > 0 {
-            self.room.queued.fetch_sub(n, SeqCst);
-            if self.room.waiting.load(SeqCst) {
-                self.room.freed.notify_one();
-            }
-        }
-    }
-
-    /// The next item; `None` once the sender is gone and everything was taken.
-    pub(crate) async fn recv(&mut self) -> Option<T> {
-        loop {
-            if let Some(item) = self.current.next() {
-                self.took(1);
-                return Some(item);
-            }
-            self.current = self.rx.recv().await?.into_iter();
-        }
-    }
-
-    /// [`recv`](Receiver::recv) for a thread outside the runtime (panics
-    /// inside an asynchronous context, like tokio's).
-    pub(crate) fn blocking_recv(&mut self) -> Option<T> {
-        loop {
-            if let Some(item) = self.current.next() {
-                self.took(1);
-                return Some(item);
-            }
-            self.current = self.rx.blocking_recv()?.into_iter();
-        }
-    }
-
-    /// The next item if one is queued now.
-    pub(crate) fn try_recv(&mut self) -> Result<T, TryRecvError> {
-        loop {
-            if let Some(item) = self.current.next() {
-                self.took(1);
-                return Ok(item);
-            }
-            self.current = self.rx.try_recv()?.into_iter();
-        }
-    }
-
-    /// Waits for at least one item, then moves up to `limit` of those queued
-    /// into `buffer`. Returns how many; 0 only once the sender is gone and
-    /// everything was taken (or `limit` is 0).
-    pub(crate) async fn recv_many(&mut self, buffer: &mut Vec<T>, limit: usize) -> usize {
-        if limit == 0 {
-            return 0;
-        }
-        if self.current.len() == 0 {
-            match self.rx.recv().await {
-                Some(batch) => self.current = batch.into_iter(),
-                None => return 0,
-            }
-        }
-        let mut taken = 0;
-        loop {
-            let before = buffer.len();
-            buffer.extend(self.current.by_ref().take(limit - taken));
-            taken += buffer.len() - before;
-            if taken == limit {
-                break;
-            }
-            match self.rx.try_recv() {
-                Ok(batch) => self.current = batch.into_iter(),
-                Err(_) => break,
-            }
-        }
-        self.took(taken);
-        taken
-    }
-
-    /// Refuses anything more from the sender; what is queued can still be taken.
-    pub(crate) fn close(&mut self) {
-        self.rx.close();
-    }
-}
-
-/// The result of offering an item to the queue.
-#[derive(Debug)]
-pub(crate) enum Offer<T> {
+pub(crate) enum Verdict {
     /// Queued.
-    Delivered,
-    /// It does not fit and may not wait: apply the policy.
-    Refused(T),
-    /// The receiver is gone: nobody will take it.
-    Closed(T),
+    Queued,
+    /// No room: drop it (and count it in `overload_dropped`).
+    Drop(Inbound),
+    /// No room: answer this server request with the overload error, or drop
+    /// it if the answer cannot be queued.
+    Reject(Inbound),
+    /// No room: end the session ([`OverloadPolicy::EndSession`]).
+    End,
+    /// The application dropped its receiver: nobody will take it.
+    Unconsumed(Inbound),
 }
 
-/// The sending side of the application queue, with the wait budget and the
-/// overload episode. Owned by the reader.
+/// The sending side of the application queue: the byte bound, the wait
+/// budget, the overload episode and the policy. Owned by the reader.
 #[derive(Debug)]
-pub(crate) struct Dispatch<T> {
-    queue: Sender<T>,
+pub(crate) struct Dispatch {
+    queue: mpsc::UnboundedSender<Sent>,
+    policy: OverloadPolicy,
     max_wait: Duration,
     /// The current overload episode, if any: how much of its wait budget has
     /// been spent.
     episode: Option<Duration>,
-    /// Bytes of the queued messages not dropped yet.
+    /// Bytes of the queued items not dropped yet.
     bytes: ByteBound,
     metrics: Arc<Metrics>,
 }
 
-impl<T> Dispatch<T> {
-    pub(crate) fn new(queue: Sender<T>, overload: Overload, metrics: Arc<Metrics>) -> Self {
+/// What an item costs in the byte bound: its frame plus the item itself.
+pub(crate) fn cost(item: &Inbound) -> usize {
+    let frame = match item {
+        Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
+            received.frame().len()
+        }
+        Inbound::Skipped(_) => 0,
+    };
+    frame + ITEM_OVERHEAD
+}
+
+impl Dispatch {
+    pub(crate) fn new(queue: mpsc::UnboundedSender<Sent>, overload: Overload, metrics: Arc<Metrics>) -> Self {
         Dispatch {
             queue,
+            policy: overload.policy,
             max_wait: overload.max_wait,
             episode: None,
             bytes: ByteBound::new(overload.max_queued_bytes),
@@ -416,124 +74,90 @@ impl<T> Dispatch<T> {
         }
     }
 
-    /// Counts `len` bytes against the byte bound for a message about to be
-    /// offered, or `None` when they do not fit: the message then gets the
-    /// policy at once, and an overload episode starts if none is running
-    /// (with no wait budget: bytes never wait).
-    ///
-    /// Before refusing, it yields to the runtime up to [`STALL_YIELDS`]
-    /// times, so a consumer that keeps up (on a current-thread runtime, one
-    /// that had no chance to run) can make room: only a stalled consumer
-    /// loses messages. Yielding waits on no timer and on nothing the
-    /// application holds.
-    pub(crate) async fn reserve(&mut self, len: usize) -> Option<Held> {
-        let mut yields = 0;
-        let held = loop {
-            match self.bytes.try_acquire(len) {
-                Some(held) => break Some(held),
-                None if yields < STALL_YIELDS && self.episode.is_none() && !self.queue.is_closed() => {
-                    yields += 1;
-                    tokio::task::yield_now().await;
-                }
-                None => break None,
-            }
-        };
-        if held.is_none() && self.episode.is_none() {
-            bump(&self.metrics.overload_episodes);
-            self.episode = Some(self.max_wait);
-        }
-        held
-    }
-
     /// Whether the application dropped its receiver: nothing will be taken.
     pub(crate) fn is_closed(&self) -> bool {
         self.queue.is_closed()
     }
 
-    /// After a message was queued: past the high-water mark (half the byte
-    /// bound or half the capacity), yields once so the application gets to
-    /// run before the queue fills (on a current-thread runtime the reader
-    /// would otherwise fill it in one go).
-    pub(crate) async fn after_delivery(&self) {
-        let capacity = self.queue.max_capacity();
-        let queued = capacity - self.queue.capacity();
-        if self.episode.is_none() && (self.bytes.held() > self.bytes.max() / 2 || queued > capacity / 2) {
-            tokio::task::yield_now().await;
+    /// Queues `item` if its bytes fit, after letting the application run a
+    /// few times if they do not (a consumer that keeps up then makes room);
+    /// within an overload episode's wait budget, waits for room; otherwise
+    /// the policy decides.
+    pub(crate) async fn offer(&mut self, item: Inbound) -> Verdict {
+        if self.queue.is_closed() {
+            return Verdict::Unconsumed(item);
         }
-    }
-
-    /// Bytes of queued messages not dropped yet.
-    #[cfg(test)]
-    pub(crate) fn held_bytes(&self) -> usize {
-        self.bytes.held()
-    }
-
-    /// Queues `item` if it fits; otherwise starts an overload episode (if
-    /// none is running) and waits for room only while the episode's budget
-    /// lasts. See [`Overload`] for the contract.
-    pub(crate) async fn offer(&mut self, item: T) -> Offer<T> {
-        if self.episode.is_some() && self.drained_halfway() {
-            self.episode = None;
-        }
-        let mut item = item;
+        self.end_episode_if_drained();
+        let cost = cost(&item);
+        let mut held = self.bytes.try_acquire(cost);
         let mut yields = 0;
-        let item = loop {
-            match self.queue.try_send(item) {
-                Ok(()) => return Offer::Delivered,
-                Err(TrySendError::Closed(item)) => return Offer::Closed(item),
-                Err(TrySendError::Full(full))
-                    if yields < STALL_YIELDS && self.episode.is_none() && self.max_wait.is_zero() =>
-                {
-                    // Let a consumer that keeps up take some first.
-                    item = full;
-                    yields += 1;
-                    tokio::task::yield_now().await;
-                }
-                Err(TrySendError::Full(item)) => break item,
-            }
+        while held.is_none() && self.episode.is_none() && yields < STALL_YIELDS && !self.queue.is_closed() {
+            yields += 1;
+            tokio::task::yield_now().await;
+            held = self.bytes.try_acquire(cost);
+        }
+        if held.is_none() {
+            held = self.wait_for_room(cost).await;
+        }
+        let Some(held) = held else {
+            return match (self.policy, &item) {
+                _ if self.queue.is_closed() => Verdict::Unconsumed(item),
+                (OverloadPolicy::EndSession, _) => Verdict::End,
+                (OverloadPolicy::Reject, Inbound::Request(_)) => Verdict::Reject(item),
+                _ => Verdict::Drop(item),
+            };
         };
+        match self.queue.send(sent(item, held)) {
+            Ok(()) => Verdict::Queued,
+            Err(mut closed) => Verdict::Unconsumed(closed.0.items.pop().expect("one item")),
+        }
+    }
+
+    /// No room for `cost` bytes: starts an overload episode if none is
+    /// running, and waits for room while its budget lasts.
+    async fn wait_for_room(&mut self, cost: usize) -> Option<Held> {
         let spent = match self.episode {
             Some(spent) => spent,
             None => {
                 bump(&self.metrics.overload_episodes);
-                self.episode = Some(Duration::ZERO);
+                tracing::warn!(
+                    "inbound queue full ({} of at most {} bytes held; wait budget per episode {:?}): \
+                     applying the overload policy {:?}",
+                    self.bytes.held(),
+                    self.bytes.max(),
+                    self.max_wait,
+                    self.policy
+                );
                 Duration::ZERO
             }
         };
+        self.episode = Some(spent);
         let budget = self.max_wait.saturating_sub(spent);
         if budget.is_zero() {
-            return Offer::Refused(item);
+            return None;
         }
         let started = Instant::now();
-        let sent = self.queue.send_timeout(item, budget).await;
+        let room = tokio::select! {
+            held = tokio::time::timeout(budget, self.bytes.acquire(cost)) => held.ok().flatten(),
+            () = self.queue.closed() => None,
+        };
         let waited = started.elapsed();
         self.metrics.add_dispatch_wait(waited);
-        match sent {
-            Ok(()) => {
-                self.episode = Some(spent + waited);
-                Offer::Delivered
-            }
-            Err(SendTimeoutError::Timeout(item)) => {
-                self.episode = Some(self.max_wait);
-                Offer::Refused(item)
-            }
-            Err(SendTimeoutError::Closed(item)) => Offer::Closed(item),
-        }
+        self.episode = Some(if room.is_some() { spent + waited } else { self.max_wait });
+        room
     }
 
-    /// The fast path for a whole read: if `items` items, `messages` of them
-    /// messages of `bytes` bytes in all, fit in the queue right now (by count
-    /// and by bytes, without yielding), counts their bytes against the bound
-    /// and returns them held; the caller then sends them as one batch with
-    /// [`send_batch`](Dispatch::send_batch). `None`: offer them one by one.
-    /// Ends an overload episode first if the queue has drained halfway.
-    pub(crate) fn reserve_batch(&mut self, items: usize, messages: usize, bytes: usize) -> Option<Held> {
-        if self.episode.is_some() && self.drained_halfway() {
-            self.episode = None;
-        }
+    /// The fast path for a whole read: if its `items` items, of `frames`
+    /// frame bytes in all, fit right now (without yielding), counts their
+    /// bytes and returns them held; the caller then sends them as one batch
+    /// with [`send_batch`](Dispatch::send_batch). `None`: offer them one by
+    /// one.
+    pub(crate) fn reserve_batch(&mut self, items: usize, frames: usize) -> Option<Held> {
+        self.end_episode_if_drained();
+        let bytes = frames + items * ITEM_OVERHEAD;
         // A batch over the byte bound never fits, even when nothing is held
-        // (only a single message does).
-        if items > self.queue.capacity() || (bytes > self.bytes.max() && messages > 1) {
+        // (only a single item does).
+        if self.queue.is_closed() || (bytes > self.bytes.max() && items > 1) {
             return None;
         }
         self.bytes.try_acquire(bytes)
@@ -541,29 +165,57 @@ impl<T> Dispatch<T> {
 
     /// Sends a batch [`reserve_batch`](Dispatch::reserve_batch) made room
     /// for; gives it back if the receiver is gone.
-    pub(crate) fn send_batch(&mut self, batch: Vec<T>) -> Result<(), Vec<T>> {
-        self.queue.try_send_batch(batch).map_err(|e| match e {
-            TrySendError::Full(batch) | TrySendError::Closed(batch) => batch,
-        })
+    pub(crate) fn send_batch(&mut self, batch: Sent) -> Result<(), Sent> {
+        self.queue.send(batch).map_err(|e| e.0)
     }
 
-    /// Whether the application has drained the queue to at most half its
-    /// capacity and half its byte bound (which ends an overload episode).
-    fn drained_halfway(&self) -> bool {
-        let capacity = self.queue.max_capacity();
-        capacity - self.queue.capacity() <= capacity / 2 && self.bytes.held() <= self.bytes.max() / 2
+    /// Queues a report only if there is room right now (reports are also
+    /// counted in the metrics and never wait or get the policy).
+    pub(crate) fn offer_report(&mut self, item: Inbound) -> bool {
+        let Some(held) = self.bytes.try_acquire(cost(&item)) else { return false };
+        self.queue.send(sent(item, held)).is_ok()
     }
 
-    /// Queues `item` only if there is room right now (for reports, which
-    /// are also counted in the metrics and need no policy).
-    pub(crate) fn offer_now(&mut self, item: T) -> bool {
-        self.queue.try_send(item).is_ok()
+    /// After items were queued: past the high-water mark (half the byte
+    /// bound), yields once so the application gets to run before the queue
+    /// fills (on a current-thread runtime the reader would otherwise fill it
+    /// in one go).
+    pub(crate) async fn after_delivery(&self) {
+        if self.episode.is_none() && self.bytes.held() > self.bytes.max() / 2 {
+            tokio::task::yield_now().await;
+        }
     }
 
-    /// Whether an overload episode is running (it ends at the first offer
-    /// after the queue has drained halfway).
+    /// Ends the overload episode once the application has dropped what it
+    /// held to at most half the byte bound.
+    fn end_episode_if_drained(&mut self) {
+        if self.episode.is_some() && self.bytes.held() <= self.bytes.max() / 2 {
+            self.episode = None;
+        }
+    }
+
+    /// Whether an overload episode is running.
+    #[cfg(test)]
     pub(crate) fn is_overloaded(&self) -> bool {
         self.episode.is_some()
+    }
+
+    /// Bytes of queued items not dropped yet.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.bytes.held()
+    }
+}
+
+/// `item` alone, its bytes held: by the message until it is dropped, or, for
+/// a report, until the application takes it.
+fn sent(mut item: Inbound, held: Held) -> Sent {
+    match &mut item {
+        Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
+            received.hold(held);
+            Sent { items: vec![item], held: None }
+        }
+        Inbound::Skipped(_) => Sent { items: vec![item], held: Some(held) },
     }
 }
 
@@ -574,52 +226,58 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::*;
+    use crate::host::inbound::{Head, InboundQueue, Received, inbound_channel};
 
     const MS: Duration = Duration::from_millis(1);
+    /// A notification, all of one size; `n` tells them apart.
+    fn note(n: u32) -> Inbound {
+        let frame = format!(r#"{{"jsonrpc":"2.0","method":"n","params":{{"n":"{n:03}"}}}}"#);
+        let frame = frame.as_bytes();
+        let message = mcp_framer_jsonrpc::parse(frame).unwrap();
+        Inbound::Notification(Received::copied(frame, Head::new(frame, &message)))
+    }
 
-    fn dispatch(capacity: usize, max_wait: Duration) -> (Dispatch<u32>, Receiver<u32>, Arc<Metrics>) {
+    /// What one `note` costs.
+    fn one() -> usize {
+        cost(&note(0))
+    }
+
+    fn n_of(item: &Inbound) -> u32 {
+        match item {
+            Inbound::Notification(received) => {
+                let params: serde_json::Value = received.deserialize_payload().unwrap();
+                params["n"].as_str().unwrap().parse().unwrap()
+            }
+            other => panic!("not a note: {other:?}"),
+        }
+    }
+
+    /// A dispatch with room for `room` notes.
+    fn dispatch(room: usize, max_wait: Duration) -> (Dispatch, InboundQueue, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
-        let (tx, rx) = channel(capacity);
-        let overload = Overload::default().with_max_wait(max_wait);
-        (Dispatch::new(tx, overload, Arc::clone(&metrics)), rx, metrics)
+        let (tx, rx) = inbound_channel();
+        let overload = Overload::default()
+            .with_max_wait(max_wait)
+            .with_max_queued_bytes(room * one())
+            .with_policy(OverloadPolicy::Drop);
+        (Dispatch::new(tx.0, overload, Arc::clone(&metrics)), rx, metrics)
     }
 
     /// Polls `offer(item)` without ever letting time pass: at most once per
     /// yield it may make ([`STALL_YIELDS`]) and once more. `None` if it
     /// would have waited (for a timer or for room).
-    fn offer_without_waiting(dispatch: &mut Dispatch<u32>, item: u32) -> Option<Offer<u32>> {
+    fn offer_without_waiting(dispatch: &mut Dispatch, item: Inbound) -> Option<Verdict> {
         let mut offer = pin!(dispatch.offer(item));
         (0..=STALL_YIELDS).find_map(|_| match offer.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(offer) => Some(offer),
+            Poll::Ready(verdict) => Some(verdict),
             Poll::Pending => None,
         })
     }
 
-    async fn fill(dispatch: &mut Dispatch<u32>, n: u32) {
+    async fn fill(dispatch: &mut Dispatch, n: u32) {
         for i in 0..n {
-            assert!(matches!(dispatch.offer(i).await, Offer::Delivered), "offer {i} of {n}");
+            assert!(matches!(dispatch.offer(note(i)).await, Verdict::Queued), "offer {i} of {n}");
         }
-    }
-
-    #[tokio::test]
-    async fn a_batch_is_one_send_and_its_items_count_until_taken() {
-        let (tx, mut rx) = channel::<u32>(4);
-        assert!(tx.try_send_batch(vec![1, 2, 3]).is_ok());
-        assert_eq!((tx.capacity(), tx.max_capacity()), (1, 4));
-        assert!(matches!(tx.try_send_batch(vec![4, 5]), Err(TrySendError::Full(batch)) if batch == [4, 5]));
-        assert_eq!(rx.recv().await, Some(1));
-        assert_eq!(tx.capacity(), 2, "an item frees its room when taken");
-        assert!(tx.try_send(4).is_ok());
-        let mut many = Vec::new();
-        assert_eq!(rx.recv_many(&mut many, 2).await, 2);
-        assert_eq!(rx.recv_many(&mut many, 8).await, 1, "the rest of the batch, then the next batch");
-        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
-        assert!(tx.try_send(5).is_ok());
-        assert_eq!(rx.try_recv(), Ok(5));
-        assert_eq!(many, [2, 3, 4]);
-        assert_eq!(tx.capacity(), 4);
-        drop(tx);
-        assert_eq!(rx.recv().await, None);
     }
 
     // The real clock: a zero-timeout wait would still go through the timer
@@ -629,13 +287,14 @@ mod tests {
         let (mut dispatch, mut rx, metrics) = dispatch(8, Overload::default().max_wait);
         fill(&mut dispatch, 8).await;
         for i in 0..100 {
-            let offer = offer_without_waiting(&mut dispatch, 100 + i);
-            assert!(matches!(offer, Some(Offer::Refused(n)) if n == 100 + i), "offer {i}: {offer:?}");
+            let verdict = offer_without_waiting(&mut dispatch, note(100 + i));
+            assert!(matches!(&verdict, Some(Verdict::Drop(item)) if n_of(item) == 100 + i), "offer {i}: {verdict:?}");
             if i % 10 == 0 {
-                // A slot freed now fits the next offer at once, and the
-                // episode goes on (the queue is still more than half full).
-                assert!(rx.recv().await.is_some());
-                assert!(matches!(offer_without_waiting(&mut dispatch, 7), Some(Offer::Delivered)));
+                // A message dropped by the application frees its bytes; the
+                // next offer fits at once, and the episode goes on (more
+                // than half the bound is still held).
+                drop(rx.recv().await.unwrap());
+                assert!(matches!(offer_without_waiting(&mut dispatch, note(7)), Some(Verdict::Queued)));
             }
         }
         assert!(dispatch.is_overloaded());
@@ -660,18 +319,18 @@ mod tests {
         let start = Instant::now();
         // Three waits of 15 ms each succeed (45 ms of the budget)...
         for i in 0..3 {
-            assert!(matches!(dispatch.offer(10 + i).await, Offer::Delivered), "wait {i}");
+            assert!(matches!(dispatch.offer(note(10 + i)).await, Verdict::Queued), "wait {i}");
         }
         assert_eq!(start.elapsed(), 45 * MS);
         // ...the fourth gets the 5 ms left and is refused...
-        assert!(matches!(dispatch.offer(13).await, Offer::Refused(13)));
+        assert!(matches!(dispatch.offer(note(13)).await, Verdict::Drop(_)));
         assert_eq!(start.elapsed(), 50 * MS);
         // ...and from then on a message that does not fit is refused at once,
-        // however steadily the consumer frees slots.
+        // however steadily the consumer frees room.
         for i in 0..20 {
             tokio::time::sleep(5 * MS).await;
             let before = Instant::now();
-            let _ = dispatch.offer(20 + i).await;
+            let _ = dispatch.offer(note(20 + i)).await;
             assert_eq!(before.elapsed(), Duration::ZERO, "offer {i} waited");
         }
         let m = metrics.snapshot();
@@ -685,28 +344,28 @@ mod tests {
     async fn an_episode_ends_only_when_the_queue_has_drained_halfway() {
         let (mut dispatch, mut rx, metrics) = dispatch(4, 10 * MS);
         fill(&mut dispatch, 4).await;
-        assert!(matches!(dispatch.offer(4).await, Offer::Refused(4)));
+        assert!(matches!(dispatch.offer(note(4)).await, Verdict::Drop(_)));
         assert_eq!(metrics.snapshot().dispatch_wait, 10 * MS);
 
-        // One slot free (3 of 4 queued): the next message fits, the one after
+        // Room for one (3 of 4 held): the next message fits, the one after
         // is refused at once; the episode goes on.
-        assert_eq!(rx.recv().await, Some(0));
-        assert!(matches!(dispatch.offer(5).await, Offer::Delivered));
+        assert_eq!(rx.recv().await.as_ref().map(n_of), Some(0));
+        assert!(matches!(dispatch.offer(note(5)).await, Verdict::Queued));
         let before = Instant::now();
-        assert!(matches!(dispatch.offer(6).await, Offer::Refused(6)));
+        assert!(matches!(dispatch.offer(note(6)).await, Verdict::Drop(_)));
         assert_eq!(before.elapsed(), Duration::ZERO);
         assert!(dispatch.is_overloaded());
 
         // Drained to half (2 of 4): the episode ends at the next offer.
-        assert_eq!(rx.recv().await, Some(1));
-        assert_eq!(rx.recv().await, Some(2));
-        assert!(matches!(dispatch.offer(7).await, Offer::Delivered));
+        assert_eq!(rx.recv().await.as_ref().map(n_of), Some(1));
+        assert_eq!(rx.recv().await.as_ref().map(n_of), Some(2));
+        assert!(matches!(dispatch.offer(note(7)).await, Verdict::Queued));
         assert!(!dispatch.is_overloaded());
-        assert!(matches!(dispatch.offer(8).await, Offer::Delivered));
+        assert!(matches!(dispatch.offer(note(8)).await, Verdict::Queued));
 
         // Full again: a new episode, with a fresh budget.
         let before = Instant::now();
-        assert!(matches!(dispatch.offer(9).await, Offer::Refused(9)));
+        assert!(matches!(dispatch.offer(note(9)).await, Verdict::Drop(_)));
         assert_eq!(before.elapsed(), 10 * MS);
         let m = metrics.snapshot();
         assert_eq!((m.overload_episodes, m.dispatch_wait), (2, 20 * MS));
@@ -722,54 +381,67 @@ mod tests {
             drop(rx);
         });
         let start = Instant::now();
-        assert!(matches!(dispatch.offer(1).await, Offer::Closed(1)));
+        assert!(matches!(dispatch.offer(note(1)).await, Verdict::Unconsumed(_)));
         assert_eq!(start.elapsed(), 5 * MS);
         closer.await.expect("closer");
         // Closed: refused without waiting, room or not.
-        assert!(matches!(offer_without_waiting(&mut dispatch, 2), Some(Offer::Closed(2))));
-        assert!(!dispatch.offer_now(3));
+        assert!(matches!(offer_without_waiting(&mut dispatch, note(2)), Some(Verdict::Unconsumed(_))));
+        assert!(
+            !dispatch.offer_report(Inbound::Skipped(crate::host::SkippedFrame::Truncated { len: 1, oversize: false }))
+        );
         assert_eq!(metrics.snapshot().dispatch_wait, 5 * MS);
     }
 
     #[tokio::test]
-    async fn the_byte_bound_holds_until_messages_are_dropped_and_one_message_always_fits() {
-        let (tx, _rx) = channel::<u32>(8);
+    async fn the_policy_decides_and_one_message_always_fits() {
         let metrics = Arc::new(Metrics::default());
-        let overload = Overload::default().with_max_queued_bytes(100);
-        let mut dispatch = Dispatch::new(tx, overload, Arc::clone(&metrics));
-        // Nothing held: even a message over the whole bound fits.
-        let huge = dispatch.reserve(250).await.expect("one message always fits when none is held");
-        assert!(dispatch.reserve(1).await.is_none(), "250 of 100 bytes held");
-        assert!(dispatch.is_overloaded(), "a refusal by bytes starts an episode");
-        assert_eq!(metrics.snapshot().overload_episodes, 1);
-        drop(huge);
-        assert_eq!(dispatch.held_bytes(), 0);
-
-        let a = dispatch.reserve(60).await.expect("60 of 100");
-        let b = dispatch.reserve(40).await.expect("exactly at the bound");
-        assert!(dispatch.reserve(1).await.is_none(), "one byte over the bound");
-        assert_eq!(dispatch.held_bytes(), 100);
-        drop(b);
-        assert!(dispatch.reserve(41).await.is_none(), "40 bytes free");
-        let c = dispatch.reserve(40).await.expect("room again once dropped");
-        assert_eq!(dispatch.held_bytes(), 100);
-        drop((a, c));
+        let (tx, mut rx) = inbound_channel();
+        let overload = Overload::default().with_max_queued_bytes(1).with_policy(OverloadPolicy::Reject);
+        let mut dispatch = Dispatch::new(tx.0, overload, Arc::clone(&metrics));
+        assert!(matches!(dispatch.offer(note(1)).await, Verdict::Queued), "nothing held: one message always fits");
+        assert_eq!(dispatch.held_bytes(), 1, "and holds the whole bound");
+        assert!(matches!(dispatch.offer(note(2)).await, Verdict::Drop(_)), "Reject drops what is not a request");
+        let request = br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage"}"#;
+        let message = mcp_framer_jsonrpc::parse(request).unwrap();
+        let request = Inbound::Request(Received::copied(request, Head::new(request, &message)));
+        assert!(matches!(dispatch.offer(request).await, Verdict::Reject(Inbound::Request(_))));
+        dispatch.policy = OverloadPolicy::EndSession;
+        assert!(matches!(dispatch.offer(note(3)).await, Verdict::End));
+        let kept = rx.recv().await.unwrap();
+        assert_eq!(dispatch.held_bytes(), 1, "taken but not dropped: still held");
+        drop(kept);
         assert_eq!(dispatch.held_bytes(), 0);
         assert_eq!(metrics.snapshot().overload_episodes, 1, "refusals within one episode start no other");
     }
 
     #[tokio::test]
+    async fn reports_hold_their_bytes_until_taken() {
+        let (mut dispatch, mut rx, _metrics) = dispatch(2, Duration::ZERO);
+        let report = || Inbound::Skipped(crate::host::SkippedFrame::Truncated { len: 1, oversize: false });
+        let mut queued = 0;
+        while dispatch.offer_report(report()) {
+            queued += 1;
+            assert!(queued < 1000, "reports are bounded");
+        }
+        assert!(queued >= 2, "a report costs less than a note: {queued}");
+        assert!(rx.try_recv().is_ok());
+        assert!(dispatch.offer_report(report()), "taking a report gives its bytes back");
+    }
+
+    #[tokio::test]
     async fn a_reader_holds_at_most_the_byte_bound_for_an_application_that_keeps_its_messages() {
-        use crate::host::{Inbound, Reader, ReaderConfig};
+        use crate::host::{Reader, SessionConfig};
 
         let params = "x".repeat(1000);
         let note = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":\"{params}\"}}\n");
         let frame_len = note.len() - 1;
         let stdout = note.repeat(10);
-        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(3 * frame_len);
-        // Room for 64 messages, but only three frames' worth of bytes.
-        let (inbound, mut queue) = crate::host::inbound_channel(64);
-        let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
+        let overload = Overload::default()
+            .with_policy(OverloadPolicy::Drop)
+            .with_max_queued_bytes(3 * (frame_len + ITEM_OVERHEAD));
+        // Room for only three frames' worth of bytes.
+        let (inbound, mut queue) = inbound_channel();
+        let reader = Reader::new(&SessionConfig::default().with_overload(overload), inbound);
         let metrics = reader.metrics();
         reader.run(stdout.as_bytes()).await;
         let m = metrics.snapshot();
@@ -787,13 +459,14 @@ mod tests {
     async fn dropping_a_message_makes_room_under_the_byte_bound() {
         use tokio::io::AsyncWriteExt;
 
-        use crate::host::{Inbound, Reader, ReaderConfig};
+        use crate::host::{Reader, SessionConfig};
 
         let note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n";
-        let overload =
-            Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(2 * (note.len() - 1));
-        let (inbound, mut queue) = crate::host::inbound_channel(64);
-        let reader = Reader::new(ReaderConfig::default().with_overload(overload), inbound);
+        let overload = Overload::default()
+            .with_policy(OverloadPolicy::Drop)
+            .with_max_queued_bytes(2 * (note.len() - 1 + ITEM_OVERHEAD));
+        let (inbound, mut queue) = inbound_channel();
+        let reader = Reader::new(&SessionConfig::default().with_overload(overload), inbound);
         let metrics = reader.metrics();
         let (mut server, stdout) = tokio::io::duplex(1 << 16);
         let reader = tokio::spawn(reader.run(stdout));

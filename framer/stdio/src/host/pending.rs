@@ -7,8 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use super::Received;
-use super::session::{Closed, RequestError};
+use super::error::{Closed, RequestError};
+use super::inbound::Received;
+use super::metrics::Metrics;
+use super::reader::Responses;
+use crate::counter::bump;
+use mcp_framer_jsonrpc::{Id, Kind, OwnedId};
 
 /// How many abandoned ids are remembered to tell late responses from
 /// unexpected ones. Older ones are forgotten (their late responses are then
@@ -167,10 +171,64 @@ impl Pending {
         self.lock().closed.clone()
     }
 
+    /// The request `id` answers, if `id` is one of this session's.
+    fn lookup(&self, id: Option<&OwnedId>) -> Lookup {
+        match id {
+            Some(Id::Number(id)) => self.take(*id),
+            _ => Lookup::Unknown,
+        }
+    }
+
     /// Requests still waiting.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().waiting.len()
+    }
+}
+
+impl Responses for Pending {
+    fn response(&self, received: Received, metrics: &Metrics) {
+        match self.lookup(received.id()) {
+            Lookup::Waiting(waiter) => {
+                bump(&metrics.responses);
+                let outcome = match received.kind() {
+                    Kind::ErrorResponse => Err(RequestError::from_error_response(received)),
+                    _ => Ok(received),
+                };
+                // The requester may have just given up; its guard counts that.
+                let _ = waiter.reply.send(outcome);
+            }
+            Lookup::Late => {
+                bump(&metrics.late_responses);
+                tracing::debug!("late response for request {:?} ignored", received.id());
+            }
+            Lookup::Unknown => {
+                bump(&metrics.unexpected_responses);
+                tracing::warn!("response for unknown request id {:?} ignored", received.id());
+            }
+        }
+    }
+
+    /// Fails the request an oversize response answered, at once; otherwise
+    /// lets every waiting request know one was skipped.
+    fn oversize(&self, id: Option<&OwnedId>, len: u64, max: u64, metrics: &Metrics) {
+        match id.map(|id| (id, self.lookup(Some(id)))) {
+            Some((id, Lookup::Waiting(waiter))) => {
+                bump(&metrics.oversize_responses);
+                tracing::warn!(
+                    "request {id} ({}) failed: its response of {len} bytes is over the limit of {max}",
+                    waiter.method
+                );
+                let error = RequestError::Oversize { method: waiter.method.clone(), len, max };
+                let _ = waiter.reply.send(Err(error));
+            }
+            Some((_, Lookup::Late)) => bump(&metrics.late_responses),
+            Some((_, Lookup::Unknown)) | None => self.note_oversize(),
+        }
+    }
+
+    fn close(&self, closed: Arc<Closed>) {
+        Pending::close(self, closed);
     }
 }
 

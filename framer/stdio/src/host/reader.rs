@@ -1,74 +1,43 @@
 //! The reader: the task that owns the server's stdout and never stops
-//! draining it.
+//! draining it. It frames, classifies, batches and delivers; what the queue
+//! has no room for is decided by the [overload rules](super::Overload), and
+//! the id of an oversize response is recovered by its own module.
 
-use crate::setters::setters;
+use std::fmt;
 use std::io;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
-use super::inbound::{Frames, Head, Inbound, InboundSender, Received, SkippedFrame};
+use super::config::{NO_CONSUMER_MESSAGE, OVERLOADED_MESSAGE, SessionConfig};
+use super::error::Closed;
+use super::inbound::{Frames, Head, Inbound, InboundSender, Received, Sent, SkippedFrame};
 use super::metrics::Metrics;
 use super::outgoing;
-use super::overload::{Dispatch, NO_CONSUMER_MESSAGE, OVERLOADED, OVERLOADED_MESSAGE, Offer, Overload, OverloadPolicy};
-use super::pending::{Lookup, Pending};
-use super::session::RequestError;
+use super::overload::{Dispatch, Verdict};
+use super::recover::IdWatch;
 use super::writer::Writer;
 use crate::counter::{add, bump};
-use crate::{Keep, Preview, Previewer};
+use crate::{Keep, Preview};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
-use mcp_framer_jsonrpc::{self as envelope, EnvelopeError, Id, Kind, METHOD_NOT_FOUND, Message, OwnedId};
+use mcp_framer_jsonrpc::{EnvelopeError as ParseError, Kind, METHOD_NOT_FOUND, OVERLOADED, OwnedId};
 
-/// Bytes kept from each end of a frame that may pass the transport limit, to
-/// recover its id if it does ([`recover_response_id`](mcp_framer_jsonrpc::recover_response_id)).
-pub const OVERSIZE_GLIMPSE: usize = 4096;
-
-/// A bounded head and tail of the current line, kept from the read that may
-/// push it over the limit on, until it ends.
-#[derive(Debug)]
-struct Glimpse {
-    kept: Previewer,
-    /// The line's offset in the stream (to tell it from the next line).
-    start: u64,
-    /// The framer reported this line oversize.
-    oversize: bool,
-    /// The line's `\n` arrived.
-    ended: bool,
+/// Where a session's reader hands responses: the request table of the layer
+/// above ([`Session`](super::Session)). The reader calls it only once every
+/// message the server wrote before is queued (or shed by the overload
+/// rules) and counted, and the framer's counts are published, so a woken
+/// requester's [snapshot](super::Metrics::snapshot) already covers them.
+pub(crate) trait Responses: Send + Sync + fmt::Debug {
+    /// A response or error response arrived.
+    fn response(&self, response: Received, metrics: &Metrics);
+    /// An oversize frame of `len` bytes, over the limit of `max`, was
+    /// discarded; `id` is the id recovered from it, if any (its report is
+    /// queued or shed by then).
+    fn oversize(&self, id: Option<&OwnedId>, len: u64, max: u64, metrics: &Metrics);
+    /// The session ended: everything waiting fails with `closed`.
+    fn close(&self, closed: Arc<Closed>);
 }
-
-/// Default bound on the excerpt of a skipped line: 120 bytes.
-pub const DEFAULT_EXCERPT: usize = 120;
-
-/// How a [`Reader`] frames, hands over and reports. Build one from the
-/// default with the `with_*` setters (the fields may grow, so the struct is
-/// `#[non_exhaustive]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReaderConfig {
-    /// The framer's configuration: the transport limit in bytes
-    /// ([`Config::max_frame`], default 16 MiB) and what happens to a frame
-    /// over it ([`Config::oversize`]: skip to its `\n` and go on, or end the
-    /// session).
-    pub framer: Config,
-    /// The wait bound and the policy for a full inbound queue.
-    pub overload: Overload,
-    /// The most bytes of a skipped line quoted in reports (the head of a
-    /// [`Preview`], cut at a character boundary). Default: [`DEFAULT_EXCERPT`].
-    pub excerpt: usize,
-}
-
-impl Default for ReaderConfig {
-    fn default() -> Self {
-        ReaderConfig { framer: Config::default(), overload: Overload::default(), excerpt: DEFAULT_EXCERPT }
-    }
-}
-
-setters!(ReaderConfig {
-    framer: Config => with_framer,
-    overload: Overload => with_overload,
-    excerpt: usize => with_excerpt,
-});
 
 /// Why a reader stopped.
 #[derive(Debug)]
@@ -82,8 +51,9 @@ pub enum ReaderEnd {
     /// A frame passed the transport limit under
     /// [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
     Oversize(FrameError),
-    /// A message did not fit in the inbound queue (see [`Overload`]) under
-    /// [`OverloadPolicy::EndSession`].
+    /// A message did not fit in the inbound queue (see
+    /// [`Overload`](super::Overload)) under
+    /// [`OverloadPolicy::EndSession`](super::OverloadPolicy::EndSession).
     Overloaded,
 }
 
@@ -99,63 +69,73 @@ pub struct ReaderReport {
 }
 
 /// The stdout reader: reads straight into the [`Framer`]'s buffer, frames,
-/// classifies each frame with the JSON-RPC [envelope](mcp_framer_jsonrpc) and
-/// routes it. It only ever waits for the pipe (and, only if a host opts in
-/// with [`Overload::max_wait`], for room in the inbound queue, at most that
-/// long in total per overload episode). To let the application run before
-/// the queue fills, it yields to the runtime (no timer) past the queue's
-/// high-water mark and a few times before a message that does not fit gets
-/// the policy; see [`Overload`].
+/// classifies each frame with the JSON-RPC [parser](mcp_framer_jsonrpc::parse)
+/// and delivers it. It only ever waits for the pipe (and, only if a host
+/// opts in with [`Overload::max_wait`](super::Overload::max_wait), for room
+/// in the inbound queue, at most that long in total per overload episode).
+/// To let the application run before the queue fills, it yields to the
+/// runtime (no timer) past the queue's high-water mark and a few times
+/// before a message that does not fit gets the policy; see
+/// [`Overload`](super::Overload).
 ///
-/// Each read takes at most [`Config::read_size`] bytes (and at most
-/// [`Config::max_frame`]), so a line grows by at most one read at a time:
-/// from the read that may push a line over the limit on, the reader keeps a
-/// bounded head and tail of it ([`OVERSIZE_GLIMPSE`] bytes each, cut from
-/// the bytes it reads) and, if the framer discards it as oversize, recovers
-/// the id of the response it was (see [`SkippedFrame::Oversize`]).
+/// Each read takes at most [`Config::read_size`](mcp_framer::Config#structfield.read_size)
+/// bytes (and at most [`Config::max_frame`]), so a line grows by at most one
+/// read at a time: from the read that may push a line over the limit on,
+/// the reader keeps a bounded head and tail of it ([`OVERSIZE_GLIMPSE`](super::OVERSIZE_GLIMPSE)
+/// bytes each, cut from the bytes it reads) and, if the framer discards it
+/// as oversize, recovers the id of the response it was (see
+/// [`SkippedFrame::Oversize`]).
 ///
-/// * Responses go straight to the request waiting for them (inside a
-///   [`Session`](super::Session)), never through the queue. A standalone
-///   reader queues them as [`Inbound::Response`].
-/// * Server requests and notifications are copied out of the framer (one copy,
-///   after framing) and queued as [`Inbound::Request`] /
-///   [`Inbound::Notification`]; when the queue stays full the
-///   [`OverloadPolicy`] applies.
-/// * **Order is kept.** A response wakes its requester only after every
-///   message the server wrote before it was queued (or shed by the overload
-///   rules) and counted in `delivered`: a progress notification is never
-///   behind the result it announced. With a nonzero [`Overload::max_wait`]
-///   a response can so wait for queue room, within that budget.
+/// * Inside a [`Session`](super::Session), responses go straight to the
+///   request waiting for them, never through the queue. On a
+///   [`Connection`](super::Connection), and standalone, they are queued as
+///   [`Inbound::Response`], and the report of an oversize response whose id
+///   was recovered is delivered like one.
+/// * Server requests and notifications are queued as [`Inbound::Request`] /
+///   [`Inbound::Notification`]; when the queue has no room the
+///   [`OverloadPolicy`](super::OverloadPolicy) applies.
+/// * **Order is kept, and so are the metrics.** Whoever the reader wakes (a
+///   requester, for a response or for an oversize response whose id was
+///   recovered) is woken only after every message the server wrote before
+///   was queued (or shed by the overload rules) and counted in `delivered`,
+///   and after the framer's counts are published: a progress notification is
+///   never behind the result it announced, and a snapshot taken by the woken
+///   requester already counts its frame. With a nonzero
+///   [`Overload::max_wait`](super::Overload::max_wait) a response can so wait
+///   for queue room, within that budget.
 /// * Oversize frames, lines that are not JSON-RPC and a partial frame at end
 ///   of file are counted, logged with `tracing` (with a bounded excerpt) and
 ///   reported as [`Inbound::Skipped`]; reading goes on, except for an oversize
 ///   frame under [`OversizePolicy::Fail`](mcp_framer::OversizePolicy::Fail).
 ///
-/// **One hand-off per read.** The messages of one read (and the reports of
+/// **A frame is held once.** The messages of one read (and the reports of
 /// what it skipped) are copied into one shared buffer and queued as one batch
-/// when the whole batch fits in the queue at once (by count and by bytes; its
-/// bytes then count against [`Overload::max_queued_bytes`] until the last of
-/// its messages is dropped). Otherwise they are offered one by one, each with
-/// a copy of its own, and those that do not fit get the [`Overload`] rules.
-/// The application takes them one by one ([`InboundQueue::recv`](super::InboundQueue::recv))
-/// or many at a time ([`InboundQueue::recv_many`](super::InboundQueue::recv_many)).
-/// The [metrics](Reader::metrics) are published once per read, and before
-/// a response wakes its requester.
+/// when the whole batch fits in the queue at once (its bytes then count
+/// against [`Overload::max_queued_bytes`](super::Overload::max_queued_bytes)
+/// until the last of its messages is dropped). A frame larger than the
+/// storage the framer keeps ([`Config::retain`]) is not copied: the framer
+/// gives its storage away with it ([`Framer::take_frame`]). Messages that do
+/// not fit as a batch are offered one by one, and those that do not fit get
+/// the [`Overload`](super::Overload) rules. The application takes them one
+/// by one ([`InboundQueue::recv`](super::InboundQueue::recv)) or many at a
+/// time ([`InboundQueue::recv_many`](super::InboundQueue::recv_many)). The
+/// [metrics](Reader::metrics) are published once per read, and before anyone
+/// is woken.
 ///
-/// A [`Session`](super::Session) runs one on the child's stdout. It can also
-/// run on any [`AsyncRead`], which is how benchmarks measure the host's read
-/// path:
+/// A [`Connection`](super::Connection) runs one on the child's stdout. It can
+/// also run on any [`AsyncRead`], which is how benchmarks measure the host's
+/// read path:
 ///
 /// ```
-/// use mcp_framer_stdio::host::{Inbound, Reader, ReaderConfig, ReaderEnd};
+/// use mcp_framer_stdio::host::{Inbound, Reader, ReaderEnd, SessionConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let stdout: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\
 ///                       INFO oops, a log line\n\
 ///                       {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
-/// let (inbound, mut queue) = mcp_framer_stdio::host::inbound_channel(16);
-/// let reader = Reader::new(ReaderConfig::default(), inbound);
+/// let (inbound, mut queue) = mcp_framer_stdio::host::inbound_channel();
+/// let reader = Reader::new(&SessionConfig::default(), inbound);
 /// let metrics = reader.metrics();
 /// let report = reader.run(stdout).await;
 /// assert!(matches!(report.end, ReaderEnd::Eof));
@@ -168,14 +148,15 @@ pub struct ReaderReport {
 /// ```
 #[derive(Debug)]
 pub struct Reader {
-    config: ReaderConfig,
-    dispatch: Dispatch<Inbound>,
+    framer: Config,
+    excerpt: usize,
+    dispatch: Dispatch,
     metrics: Arc<Metrics>,
-    pending: Option<Arc<Pending>>,
+    /// The request table, inside a session.
+    responses: Option<Arc<dyn Responses>>,
+    /// Where overload and no-consumer replies go.
     writer: Option<Writer>,
-    warned_overload: bool,
-    /// The head and tail of a long line that may pass (or passed) the limit.
-    glimpse: Option<Glimpse>,
+    ids: IdWatch,
     /// While an oversize frame is discarded: `discarded_bytes` before it.
     discard_base: Option<u64>,
     /// What the current read queues, handed over at its end.
@@ -199,13 +180,13 @@ enum Item {
 }
 
 impl Batch {
-    /// Copies `frame` in and keeps the routing fields of its `message`;
+    /// Copies `frame` in, with the routing fields `head` parsed from it;
     /// `hint`: the bytes the read left in the framer, to size the buffer once.
-    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize) {
+    fn push(&mut self, frame: &[u8], head: Head, hint: usize) {
         if self.bytes.capacity() == 0 {
             self.bytes.reserve(hint.max(frame.len()));
         }
-        let head = Head::new(self.bytes.len(), frame, message);
+        let head = head.at(self.bytes.len());
         self.bytes.extend_from_slice(frame);
         self.items.push(Item::Message(head));
         self.messages += 1;
@@ -221,46 +202,34 @@ fn inbound(received: Received) -> Inbound {
     }
 }
 
-impl Glimpse {
-    /// Keeps the bytes of a chunk just read that continue the line: up to
-    /// its `\n`, if the chunk has one.
-    fn push_line(&mut self, chunk: &[u8]) {
-        if self.ended {
-            return;
-        }
-        let end = chunk.iter().position(|&b| b == b'\n');
-        self.kept.push(&chunk[..end.unwrap_or(chunk.len())]);
-        self.ended = end.is_some();
-    }
-}
-
 impl Reader {
     /// A reader that queues what it reads into `inbound`, with fresh metrics.
-    pub fn new(config: ReaderConfig, inbound: InboundSender) -> Reader {
+    /// It reads [`SessionConfig::framer`], [`SessionConfig::overload`] and
+    /// [`SessionConfig::excerpt`].
+    pub fn new(config: &SessionConfig, inbound: InboundSender) -> Reader {
         Reader::with_metrics(config, inbound, Arc::default())
     }
 
     /// A reader that counts into `metrics`.
-    pub fn with_metrics(config: ReaderConfig, inbound: InboundSender, metrics: Arc<Metrics>) -> Reader {
-        let dispatch = Dispatch::new(inbound.0, config.overload, Arc::clone(&metrics));
+    pub fn with_metrics(config: &SessionConfig, inbound: InboundSender, metrics: Arc<Metrics>) -> Reader {
         Reader {
-            config,
-            dispatch,
+            framer: config.framer,
+            excerpt: config.excerpt,
+            dispatch: Dispatch::new(inbound.0, config.overload, Arc::clone(&metrics)),
             metrics,
-            pending: None,
+            responses: None,
             writer: None,
-            warned_overload: false,
-            glimpse: None,
+            ids: IdWatch::default(),
             discard_base: None,
             batch: Batch::default(),
         }
     }
 
-    /// Routes responses to `pending` and sends overload replies through
-    /// `writer`.
-    pub(crate) fn for_session(mut self, pending: Arc<Pending>, writer: Writer) -> Reader {
-        self.pending = Some(pending);
+    /// Sends overload and no-consumer replies through `writer`, and, inside
+    /// a session, hands responses to `responses`.
+    pub(crate) fn attach(mut self, writer: Writer, responses: Option<Arc<dyn Responses>>) -> Reader {
         self.writer = Some(writer);
+        self.responses = responses;
         self
     }
 
@@ -280,18 +249,21 @@ impl Reader {
     /// Reads `stdout` until end of file, a read error, or a fatal condition
     /// (an oversize frame under `Fail`, an overload under `EndSession`).
     pub async fn run<R: AsyncRead + Unpin>(mut self, mut stdout: R) -> ReaderReport {
-        let mut framer = Framer::new(self.config.framer);
+        let mut framer = Framer::new(self.framer);
         // Each read takes at most this much: a line grows by at most one read
         // at a time, so its head is kept before the read that may push it over
         // the limit, and no line starts and passes the limit within one read.
-        let read_cap = self.config.framer.read_size.max(1).min(self.config.framer.max_frame.max(1));
+        let read_cap = {
+            let config = framer.config();
+            config.read_size.max(1).min(config.max_frame.max(1))
+        };
         let end = loop {
-            self.watch_long_line(&framer, read_cap);
+            self.ids.before_read(&framer, read_cap);
             let spare = framer.spare();
             let cap = spare.len().min(read_cap);
             let read = stdout.read(&mut spare[..cap]).await;
-            if let (Ok(n), Some(glimpse)) = (&read, &mut self.glimpse) {
-                glimpse.push_line(&spare[..*n]);
+            if let Ok(n) = &read {
+                self.ids.read(&spare[..*n]);
             }
             let eof = match read {
                 Ok(0) => true,
@@ -313,10 +285,7 @@ impl Reader {
             if let Err(end) = self.drain(&mut framer).await {
                 break end;
             }
-            if self.glimpse.as_ref().is_some_and(|glimpse| glimpse.ended && !glimpse.oversize) {
-                // The long line ended within the limit.
-                self.glimpse = None;
-            }
+            self.ids.after_drain();
             self.publish(&framer);
             if eof {
                 break ReaderEnd::Eof;
@@ -336,67 +305,87 @@ impl Reader {
         self.metrics.publish_framer(framer.stats(), framer.is_discarding().then_some(in_progress));
     }
 
-    /// Before a read: if the current line (the bytes buffered after the last
-    /// drain) plus one read may pass the transport limit, starts keeping its
-    /// head and tail (or goes on keeping them).
-    fn watch_long_line(&mut self, framer: &Framer, read_cap: usize) {
-        if framer.is_discarding() {
-            return;
-        }
-        let partial = framer.buffered_bytes();
-        if partial.len().saturating_add(read_cap) <= self.config.framer.max_frame {
-            self.glimpse = None;
-            return;
-        }
-        let start = framer.stats().bytes_in - partial.len() as u64;
-        if self.glimpse.as_ref().is_some_and(|glimpse| glimpse.start == start && !glimpse.ended) {
-            return;
-        }
-        let mut kept = Previewer::new(Keep::HeadAndTail { head: OVERSIZE_GLIMPSE, tail: OVERSIZE_GLIMPSE });
-        kept.push(partial);
-        self.glimpse = Some(Glimpse { kept, start, oversize: false, ended: false });
-    }
-
     /// Handles every event the framer has, then hands what they queue over
     /// as one batch.
     async fn drain(&mut self, framer: &mut Framer) -> Result<(), ReaderEnd> {
         let hint = framer.buffered();
+        // Frames over what the framer keeps anyway leave with its storage.
+        let take_above = framer.config().retain;
         let end = loop {
             match framer.next_event() {
                 Ok(None) => break Ok(()),
                 Ok(Some(Event::Frame(frame))) => {
-                    if let Some(response) = self.classify(frame, hint) {
-                        // What came before a response on stdout is queued
-                        // and counted, and the metrics are published, before
-                        // its requester wakes.
-                        self.flush().await?;
-                        self.publish(framer);
-                        self.route_response(response);
+                    let head = match mcp_framer_jsonrpc::parse(frame) {
+                        Ok(message) => Head::new(frame, &message),
+                        Err(error) => {
+                            self.skip_invalid(frame, error);
+                            continue;
+                        }
+                    };
+                    let routed =
+                        self.responses.is_some() && matches!(head.kind(), Kind::Response | Kind::ErrorResponse);
+                    let large = head.len() > take_above;
+                    if !routed && !large {
+                        self.batch.push(frame, head, hint);
+                        continue;
+                    }
+                    let received = if large {
+                        let (storage, at) =
+                            framer.take_frame(head.len()).expect("the reader's frames are in the framer's buffer");
+                        Received::owned(storage, at.start, head)
+                    } else {
+                        Received::copied(frame, head)
+                    };
+                    // What came before it on stdout is queued and counted
+                    // first, and the metrics are published before a
+                    // requester wakes.
+                    self.flush().await?;
+                    match &self.responses {
+                        Some(responses) if routed => {
+                            self.publish(framer);
+                            responses.response(received, &self.metrics);
+                        }
+                        _ => self.deliver(inbound(received)).await?,
                     }
                 }
                 Ok(Some(Event::OversizeStarted { seen })) => {
-                    let max = self.config.framer.max_frame;
+                    let max = framer.config().max_frame;
                     tracing::warn!(
                         "a frame passed the transport limit ({seen} bytes seen, limit {max}): discarding it"
                     );
                     self.discard_base = Some(framer.stats().discarded_bytes - seen);
-                    if let Some(glimpse) = &mut self.glimpse {
-                        // Ours only if it saw exactly the frame's bytes so far.
-                        glimpse.oversize = glimpse.kept.total_bytes() == seen;
-                    }
+                    self.ids.oversize_started(seen);
                 }
                 Ok(Some(Event::OversizeSkipped { len })) => {
                     self.discard_base = None;
-                    let id = self.recover_id(len);
+                    let id = self.ids.oversize_skipped(len);
+                    let max = framer.config().max_frame as u64;
                     tracing::warn!("discarded an oversize frame of {len} bytes (id {id:?}); reading goes on");
-                    self.oversize_response(len, id.as_ref());
-                    self.report(SkippedFrame::Oversize { len, id });
+                    let report = SkippedFrame::Oversize { len, max, id: id.clone() };
+                    match self.responses.clone() {
+                        Some(responses) => {
+                            self.batch.items.push(Item::Skipped(report));
+                            if id.is_some() {
+                                // Its requester may wake: its report and what
+                                // came before are handed over first.
+                                self.flush().await?;
+                                self.publish(framer);
+                            }
+                            responses.oversize(id.as_ref(), len, max, &self.metrics);
+                        }
+                        // It stands for a response: delivered like one.
+                        None if id.is_some() => {
+                            self.flush().await?;
+                            self.deliver(Inbound::Skipped(report)).await?;
+                        }
+                        None => self.batch.items.push(Item::Skipped(report)),
+                    }
                 }
                 Ok(Some(Event::Truncated { len, oversize })) => {
                     self.discard_base = None;
-                    self.glimpse = None;
+                    self.ids.truncated();
                     tracing::warn!("stdout closed in the middle of a frame: {len} bytes truncated");
-                    self.report(SkippedFrame::Truncated { len, oversize });
+                    self.batch.items.push(Item::Skipped(SkippedFrame::Truncated { len, oversize }));
                 }
                 Err(e) => {
                     tracing::error!("{e}: ending the session");
@@ -409,222 +398,111 @@ impl Reader {
     }
 
     /// Hands the batch over: in one queue operation if it all fits now,
-    /// else message by message under the overload rules.
+    /// else item by item under the overload rules.
     async fn flush(&mut self) -> Result<(), ReaderEnd> {
         if self.batch.items.is_empty() {
             return Ok(());
         }
         let Batch { bytes, items, messages } = std::mem::take(&mut self.batch);
         if !self.dispatch.is_closed()
-            && let Some(held) = self.dispatch.reserve_batch(items.len(), messages, bytes.len())
+            && let Some(held) = self.dispatch.reserve_batch(items.len(), bytes.len())
         {
-            let frames = Frames::new(bytes, Some(held));
-            let batch = items
+            // The messages' shared buffer holds the batch's bytes; a batch of
+            // reports only holds them until taken.
+            let (frames, held) = match messages {
+                0 => (None, Some(held)),
+                _ => (Some(Frames::new(bytes, Some(held))), None),
+            };
+            let items = items
                 .into_iter()
-                .map(|item| match item {
-                    Item::Message(head) => inbound(Received::in_frames(&frames, head)),
-                    Item::Skipped(skipped) => Inbound::Skipped(skipped),
+                .map(|item| match (item, &frames) {
+                    (Item::Message(head), Some(frames)) => inbound(Received::in_frames(frames, head)),
+                    (Item::Skipped(skipped), _) => Inbound::Skipped(skipped),
+                    (Item::Message(_), None) => unreachable!("a batch with messages has their buffer"),
                 })
                 .collect();
             drop(frames);
-            match self.dispatch.send_batch(batch) {
+            match self.dispatch.send_batch(Sent { items, held }) {
                 Ok(()) => {
                     add(&self.metrics.delivered, messages as u64);
-                    self.warned_overload &= self.dispatch.is_overloaded();
                     self.dispatch.after_delivery().await;
                 }
-                Err(batch) => batch.into_iter().filter(|item| !matches!(item, Inbound::Skipped(_))).for_each(|item| {
-                    self.unconsumed(item);
-                }),
+                Err(sent) => sent.items.into_iter().for_each(|item| self.unconsumed(item)),
             }
             return Ok(());
         }
         for item in items {
             match item {
-                Item::Message(head) => self.deliver(inbound(Received::copied(&bytes, head))).await?,
+                Item::Message(head) => self.deliver(inbound(Received::copied_out(&bytes, head))).await?,
                 Item::Skipped(skipped) => {
-                    self.dispatch.offer_now(Inbound::Skipped(skipped));
+                    self.dispatch.offer_report(Inbound::Skipped(skipped));
                 }
             }
         }
         Ok(())
     }
 
-    /// The id of the oversize frame of `len` bytes just discarded, from the
-    /// head and tail kept of it, if it can be told safely.
-    fn recover_id(&mut self, len: u64) -> Option<OwnedId> {
-        let glimpse = self.glimpse.take().filter(|glimpse| glimpse.oversize)?;
-        // `len` leaves out a stripped `\r`; the glimpse has every raw byte.
-        let total = glimpse.kept.total_bytes();
-        if total != len && total != len + 1 {
-            return None;
-        }
-        let preview = glimpse.kept.preview();
-        envelope::recover_response_id(preview.head(), preview.tail(), total)
-    }
-
-    /// Fails the request an oversize response answered, at once; otherwise
-    /// lets every waiting request know one was skipped.
-    fn oversize_response(&mut self, len: u64, id: Option<&OwnedId>) {
-        let Some(pending) = &self.pending else { return };
-        let max = self.config.framer.max_frame as u64;
-        let waiter = match id {
-            Some(Id::Number(id)) => match pending.take(*id) {
-                Lookup::Waiting(waiter) => Some((*id, waiter)),
-                Lookup::Late => {
-                    bump(&self.metrics.late_responses);
-                    None
+    /// Offers one item to the queue and carries out the verdict.
+    async fn deliver(&mut self, item: Inbound) -> Result<(), ReaderEnd> {
+        let message = !matches!(item, Inbound::Skipped(_));
+        match self.dispatch.offer(item).await {
+            Verdict::Queued => {
+                if message {
+                    bump(&self.metrics.delivered);
                 }
-                Lookup::Unknown => None,
-            },
-            _ => None,
-        };
-        match waiter {
-            Some((id, waiter)) => {
-                bump(&self.metrics.oversize_responses);
-                tracing::warn!(
-                    "request {id} ({}) failed: its response of {len} bytes is over the limit",
-                    waiter.method
-                );
-                let error = RequestError::Oversize { method: waiter.method.clone(), len, max };
-                let _ = waiter.reply.send(Err(error));
+                self.dispatch.after_delivery().await;
             }
-            None => pending.note_oversize(),
-        }
-    }
-
-    /// Parses one frame and adds it to the batch if it goes to the queue;
-    /// returns a copy of it if it is a response for the pending table, to be
-    /// routed once the batch before it is handed over.
-    fn classify(&mut self, frame: &[u8], hint: usize) -> Option<Received> {
-        match envelope::parse(frame) {
-            Ok(message) => match message.kind() {
-                Kind::Response | Kind::ErrorResponse if self.pending.is_some() => Some(Received::new(frame, &message)),
-                _ => {
-                    self.batch.push(frame, &message, hint);
-                    None
-                }
-            },
-            Err(error) => {
-                self.skip_invalid(frame, error);
-                None
+            Verdict::Unconsumed(item) => self.unconsumed(item),
+            Verdict::End => return Err(ReaderEnd::Overloaded),
+            Verdict::Reject(item) => self.reject(item),
+            Verdict::Drop(item) => {
+                bump(&self.metrics.overload_dropped);
+                tracing::debug!("dropped by the overload policy: {item:?}");
             }
         }
+        Ok(())
     }
 
-    /// Hands a response to the request waiting for it.
-    fn route_response(&mut self, received: Received) {
-        let Some(pending) = &self.pending else { return };
-        let lookup = match received.id() {
-            Some(Id::Number(id)) => pending.take(*id),
-            _ => Lookup::Unknown,
-        };
-        match lookup {
-            Lookup::Waiting(waiter) => {
-                bump(&self.metrics.responses);
-                let outcome = match received.kind() {
-                    Kind::ErrorResponse => Err(RequestError::from_error_response(received)),
-                    _ => Ok(received),
-                };
-                // The requester may have just given up; its guard counts that.
-                let _ = waiter.reply.send(outcome);
-            }
-            Lookup::Late => {
-                bump(&self.metrics.late_responses);
-                tracing::debug!("late response for request {:?} ignored", received.id());
-            }
-            Lookup::Unknown => {
-                bump(&self.metrics.unexpected_responses);
-                tracing::warn!("response for unknown request id {:?} ignored", received.id());
-            }
+    /// A server request the queue has no room for: answered with the
+    /// overload error if the answer can be queued, else dropped.
+    fn reject(&mut self, item: Inbound) {
+        if let (Inbound::Request(request), Some(writer)) = (&item, &self.writer)
+            && let Some(id) = request.id()
+            && writer.try_write(outgoing::error_response(id, OVERLOADED, OVERLOADED_MESSAGE))
+        {
+            bump(&self.metrics.overload_rejected);
+            return;
         }
+        bump(&self.metrics.overload_dropped);
+        tracing::debug!("dropped by the overload policy (its reply could not be queued): {item:?}");
     }
 
-    /// Counts and reports a frame the envelope rejected.
-    fn skip_invalid(&mut self, frame: &[u8], error: EnvelopeError) {
+    /// Counts and reports a frame the parser rejected.
+    fn skip_invalid(&mut self, frame: &[u8], error: ParseError) {
         bump(&self.metrics.parse_errors);
-        let excerpt = Preview::new(frame, Keep::Head(self.config.excerpt));
+        let excerpt = Preview::new(frame, Keep::Head(self.excerpt));
         let len = frame.len();
         let starts_like_json = matches!(frame.iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'['));
-        if starts_like_json {
+        let skipped = if starts_like_json {
             tracing::warn!("skipped an invalid JSON-RPC frame of {len} bytes ({error}): {excerpt:?}");
-            self.report(SkippedFrame::Invalid { error, len, excerpt });
+            SkippedFrame::Invalid { error, len, excerpt }
         } else {
             bump(&self.metrics.non_json_lines);
             tracing::warn!("skipped a non-JSON line of {len} bytes on stdout: {excerpt:?}");
-            self.report(SkippedFrame::NotJson { len, excerpt });
-        }
-    }
-
-    /// Adds a report to the batch: queued with it, or on its own only if
-    /// there is room right now.
-    fn report(&mut self, skipped: SkippedFrame) {
+            SkippedFrame::NotJson { len, excerpt }
+        };
         self.batch.items.push(Item::Skipped(skipped));
-    }
-
-    /// Queues a message, applying the overload policy if the queue stays
-    /// full.
-    async fn deliver(&mut self, mut item: Inbound) -> Result<(), ReaderEnd> {
-        if self.dispatch.is_closed() {
-            self.unconsumed(item);
-            return Ok(());
-        }
-        let queued = match &mut item {
-            Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
-                self.dispatch.reserve(received.frame().len()).await.map(|queued| received.hold(queued))
-            }
-            Inbound::Skipped(_) => Some(()),
-        };
-        let offer = match queued {
-            Some(()) => self.dispatch.offer(item).await,
-            None => Offer::Refused(item),
-        };
-        let item = match offer {
-            Offer::Delivered => {
-                bump(&self.metrics.delivered);
-                self.warned_overload &= self.dispatch.is_overloaded();
-                self.dispatch.after_delivery().await;
-                return Ok(());
-            }
-            Offer::Closed(item) => {
-                self.unconsumed(item);
-                return Ok(());
-            }
-            Offer::Refused(item) => item,
-        };
-        let policy = self.config.overload.policy;
-        if !self.warned_overload {
-            self.warned_overload = true;
-            tracing::warn!(
-                "inbound queue full (wait budget per episode {:?}, at most {} bytes held): \
-                 applying the overload policy {policy:?}",
-                self.config.overload.max_wait,
-                self.config.overload.max_queued_bytes
-            );
-        }
-        match (policy, &item, &self.writer) {
-            (OverloadPolicy::EndSession, ..) => return Err(ReaderEnd::Overloaded),
-            (OverloadPolicy::Reject, Inbound::Request(request), Some(writer)) => {
-                if let Some(id) = request.id() {
-                    let reply = outgoing::error_response(id, OVERLOADED, OVERLOADED_MESSAGE);
-                    if writer.try_write(reply) {
-                        bump(&self.metrics.overload_rejected);
-                        return Ok(());
-                    }
-                }
-            }
-            _ => {}
-        }
-        bump(&self.metrics.overload_dropped);
-        tracing::debug!("dropped by the overload policy: {item:?}");
-        Ok(())
     }
 
     /// A message nobody will receive (the application dropped its receiver):
     /// a server request is answered "method not found" (this host takes no
     /// server requests), anything else is dropped; both are counted in
-    /// `unconsumed`, never as overload.
+    /// `unconsumed`, never as overload. Reports are not messages: the
+    /// metrics count what they report.
     fn unconsumed(&mut self, item: Inbound) {
+        if matches!(item, Inbound::Skipped(_)) {
+            return;
+        }
         bump(&self.metrics.unconsumed);
         if let (Inbound::Request(request), Some(writer)) = (&item, &self.writer)
             && let Some(id) = request.id()
@@ -645,12 +523,20 @@ mod tests {
     use tokio::io::AsyncReadExt as _;
 
     use super::*;
+    use crate::host::pending::Pending;
+    use crate::host::{Overload, OverloadPolicy};
     use mcp_framer::OversizePolicy;
 
-    fn config(policy: OverloadPolicy) -> ReaderConfig {
-        ReaderConfig::default()
-            .with_framer(Config::DEFAULT.with_max_frame(256))
+    fn config(policy: OverloadPolicy) -> SessionConfig {
+        SessionConfig::default()
+            .with_max_receive(256)
             .with_overload(Overload::default().with_policy(policy).with_max_wait(Duration::from_millis(1)))
+    }
+
+    /// `config` with room for one message at a time.
+    fn room_for_one(policy: OverloadPolicy) -> SessionConfig {
+        let config = config(policy);
+        config.with_overload(config.overload.with_max_queued_bytes(1))
     }
 
     const REQUEST: &str = r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}"#;
@@ -661,8 +547,8 @@ mod tests {
         let input = format!(
             "{big}\nnot json at all\n{{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{{}}}}\n{REQUEST}\n{{\"jsonrpc\":\"2.0\""
         );
-        let (tx, mut rx) = crate::host::inbound_channel(16);
-        let reader = Reader::new(config(OverloadPolicy::Drop), tx);
+        let (tx, mut rx) = crate::host::inbound_channel();
+        let reader = Reader::new(&config(OverloadPolicy::Drop), tx);
         let metrics = reader.metrics();
         let report = reader.run(input.as_bytes()).await;
         assert!(matches!(report.end, ReaderEnd::Eof));
@@ -672,7 +558,7 @@ mod tests {
             items.push(item);
         }
         assert!(
-            matches!(&items[0], Inbound::Skipped(SkippedFrame::Oversize { len, id: None }) if *len == big.len() as u64)
+            matches!(&items[0], Inbound::Skipped(SkippedFrame::Oversize { len, id: None, max: 256 }) if *len == big.len() as u64)
         );
         assert!(
             matches!(&items[1], Inbound::Skipped(SkippedFrame::NotJson { len: 15, excerpt }) if excerpt.to_text() == "not json at all")
@@ -689,8 +575,8 @@ mod tests {
     async fn one_read_is_one_batch_in_one_buffer_held_until_its_last_message_is_dropped() {
         let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#;
         let input = format!("{note}\n{REQUEST}\nnot json\n{note}\n");
-        let (tx, mut rx) = crate::host::inbound_channel(16);
-        let reader = Reader::new(ReaderConfig::default(), tx);
+        let (tx, mut rx) = crate::host::inbound_channel();
+        let reader = Reader::new(&SessionConfig::default(), tx);
         let metrics = reader.metrics();
         let report = reader.run(input.as_bytes()).await;
         assert!(matches!(report.end, ReaderEnd::Eof));
@@ -716,9 +602,11 @@ mod tests {
     #[tokio::test]
     async fn a_batch_counts_against_the_byte_bound_until_its_last_message_is_dropped() {
         let note = r#"{"jsonrpc":"2.0","method":"n"}"#;
-        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_queued_bytes(4 * note.len());
-        let (tx, mut rx) = crate::host::inbound_channel(16);
-        let reader = Reader::new(ReaderConfig::default().with_overload(overload), tx);
+        let overload = Overload::default()
+            .with_policy(OverloadPolicy::Drop)
+            .with_max_queued_bytes(4 * (note.len() + crate::host::ITEM_OVERHEAD));
+        let (tx, mut rx) = crate::host::inbound_channel();
+        let reader = Reader::new(&SessionConfig::default().with_overload(overload), tx);
         let metrics = reader.metrics();
         let (mut server, stdout) = tokio::io::duplex(1 << 16);
         let reader = tokio::spawn(reader.run(stdout));
@@ -746,14 +634,17 @@ mod tests {
         let response = r#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
         let input = format!("{note}\n{note}\n{response}\n{note}\n");
         // Room for one message; a full queue is waited on for a minute.
-        let (tx, mut rx) = crate::host::inbound_channel(1);
-        let overload = Overload::default().with_policy(OverloadPolicy::Drop).with_max_wait(Duration::from_secs(60));
+        let (tx, mut rx) = crate::host::inbound_channel();
+        let overload = Overload::default()
+            .with_policy(OverloadPolicy::Drop)
+            .with_max_wait(Duration::from_secs(60))
+            .with_max_queued_bytes(1);
         let pending = Arc::new(Pending::default());
         let mut reply = pending.insert(7, "tools/call").unwrap();
         let (stdin, _child_stdin) = tokio::io::duplex(4096);
         let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
-        let reader =
-            Reader::new(ReaderConfig::default().with_overload(overload), tx).for_session(Arc::clone(&pending), writer);
+        let reader = Reader::new(&SessionConfig::default().with_overload(overload), tx)
+            .attach(writer, Some(Arc::clone(&pending) as Arc<dyn Responses>));
         let metrics = reader.metrics();
         let (mut server, stdout) = tokio::io::duplex(1 << 16);
         let reader = tokio::spawn(reader.run(stdout));
@@ -792,8 +683,8 @@ mod tests {
         let input = format!("{REQUEST}\n{}\n{REQUEST}\n", "z".repeat(1000));
         let mut config = config(OverloadPolicy::Drop);
         config.framer.oversize = OversizePolicy::Fail;
-        let (tx, mut rx) = crate::host::inbound_channel(16);
-        let report = Reader::new(config, tx).run(input.as_bytes()).await;
+        let (tx, mut rx) = crate::host::inbound_channel();
+        let report = Reader::new(&config, tx).run(input.as_bytes()).await;
         assert!(matches!(report.end, ReaderEnd::Oversize(FrameError::Oversize { max_frame: 256, .. })));
         assert!(matches!(rx.try_recv(), Ok(Inbound::Request(_))));
         assert!(rx.try_recv().is_err());
@@ -804,18 +695,18 @@ mod tests {
         let input = format!("{REQUEST}\n{REQUEST}\n{{\"jsonrpc\":\"2.0\",\"method\":\"n\"}}\n{REQUEST}\n");
 
         // Drop: one delivered, three dropped.
-        let (tx, _rx) = crate::host::inbound_channel(1);
-        let reader = Reader::new(config(OverloadPolicy::Drop), tx);
+        let (tx, _rx) = crate::host::inbound_channel();
+        let reader = Reader::new(&room_for_one(OverloadPolicy::Drop), tx);
         let metrics = reader.metrics();
         assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
         let m = metrics.snapshot();
         assert_eq!((m.delivered, m.overload_dropped, m.overload_rejected, m.overload_episodes), (1, 3, 0, 1));
 
         // Reject: the two extra requests are answered, the notification dropped.
-        let (tx, _rx) = crate::host::inbound_channel(1);
+        let (tx, _rx) = crate::host::inbound_channel();
         let (stdin, mut child_stdin) = tokio::io::duplex(4096);
         let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
-        let reader = Reader::new(config(OverloadPolicy::Reject), tx).for_session(Arc::default(), writer.clone());
+        let reader = Reader::new(&room_for_one(OverloadPolicy::Reject), tx).attach(writer.clone(), None);
         let metrics = reader.metrics();
         assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
         let m = metrics.snapshot();
@@ -829,8 +720,8 @@ mod tests {
         assert_eq!(written, expected.repeat(2));
 
         // EndSession: the reader stops at the first refusal.
-        let (tx, _rx) = crate::host::inbound_channel(1);
-        let report = Reader::new(config(OverloadPolicy::EndSession), tx).run(input.as_bytes()).await;
+        let (tx, _rx) = crate::host::inbound_channel();
+        let report = Reader::new(&room_for_one(OverloadPolicy::EndSession), tx).run(input.as_bytes()).await;
         assert!(matches!(report.end, ReaderEnd::Overloaded));
     }
 }

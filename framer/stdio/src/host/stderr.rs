@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::config::StderrLog;
 use super::metrics::Metrics;
 use crate::counter::add;
 use crate::{Keep, Preview, Previewer};
@@ -53,18 +54,6 @@ impl StderrTail {
     pub(crate) fn text(&self) -> String {
         self.preview().to_text()
     }
-}
-
-/// How stderr lines are forwarded to `tracing`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StderrLog {
-    /// Not forwarded (still counted and kept in the tail).
-    Off,
-    /// Forwarded at `DEBUG` (the default: the spec says stderr MAY carry any
-    /// logging and a client SHOULD NOT treat it as an error).
-    Debug,
-    /// Forwarded at `INFO`.
-    Info,
 }
 
 impl StderrLog {

@@ -12,12 +12,44 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::metrics::Metrics;
-use super::pending::Pending;
-use super::reader::{ReaderEnd, ReaderReport};
-use super::session::{CloseReason, Closed, ShutdownConfig, ShutdownStage};
+use super::config::ShutdownConfig;
+use super::error::{CloseReason, Closed, WriteError};
+use super::metrics::{Metrics, MetricsSnapshot};
+use super::reader::{ReaderEnd, ReaderReport, Responses};
 use super::stderr::StderrTail;
-use super::writer::{WriteError, Writer};
+use super::writer::Writer;
+
+/// How the child was stopped by a shutdown
+/// ([`Session::shutdown`](super::Session::shutdown),
+/// [`Connection::shutdown`](super::Connection::shutdown)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShutdownStage {
+    /// It had exited before shutdown began.
+    AlreadyExited,
+    /// It exited after its stdin was closed.
+    StdinClosed,
+    /// It exited after SIGTERM.
+    Terminated,
+    /// It exited after SIGKILL.
+    Killed,
+    /// It had not been reaped after SIGKILL and the last wait.
+    StillRunning,
+}
+
+/// What a shutdown observed.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// The exit status, if the child was reaped.
+    pub exit_status: Option<ExitStatus>,
+    /// Which step of the sequence it took.
+    pub stage: ShutdownStage,
+    /// The final metrics (also logged at `DEBUG`).
+    pub metrics: MetricsSnapshot,
+    /// The end of stderr.
+    pub stderr_tail: String,
+}
 
 /// A signal for the child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +85,8 @@ pub(crate) struct Supervisor {
     pub(crate) signals: mpsc::Receiver<Signal>,
     pub(crate) reader: JoinHandle<ReaderReport>,
     pub(crate) stderr: JoinHandle<()>,
-    pub(crate) pending: Arc<Pending>,
+    /// The request table of a session, failed when the session ends.
+    pub(crate) responses: Option<Arc<dyn Responses>>,
     pub(crate) tail: Arc<StderrTail>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) reason: Arc<Reason>,
@@ -159,8 +192,7 @@ impl Supervisor {
             _ => tracing::warn!("{closed}"),
         }
         tracing::debug!(metrics = ?self.metrics.snapshot(), "MCP server session closed");
-        self.pending.close(Arc::clone(&closed));
-        self.closed.send_replace(Some(closed));
+        self.close(closed);
         // Stdout closed but the child lives on: keep serving signals until
         // it exits, so it is always reaped.
         while status.is_none() {
@@ -184,13 +216,22 @@ impl Supervisor {
         let reason = self.reason.get().unwrap_or(CloseReason::Shutdown);
         let closed = Arc::new(Closed::new(reason, None, self.tail.text()));
         tracing::warn!("{closed}");
-        self.pending.close(Arc::clone(&closed));
-        self.closed.send_replace(Some(closed));
+        self.close(closed);
         let (writer, exit, steps) = (self.writer.clone(), self.exit.subscribe(), self.steps);
         tokio::spawn(async move {
             let stage = stop_child(&writer, &exit, &stop, steps).await;
             tracing::debug!("the server that stopped reading its stdin was stopped: {stage:?}");
         });
+    }
+
+    /// Publishes how the session ended, then fails every request still
+    /// waiting with it: a requester woken by the failure already sees it in
+    /// [`Session::closed`](super::Session::closed).
+    fn close(&self, closed: Arc<Closed>) {
+        self.closed.send_replace(Some(Arc::clone(&closed)));
+        if let Some(responses) = &self.responses {
+            responses.close(closed);
+        }
     }
 
     /// Handles what came on the signal channel: `None` means the session was

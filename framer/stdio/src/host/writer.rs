@@ -1,7 +1,6 @@
 //! The writer: one task owns the child's stdin and writes whole frames, one
 //! at a time, each under a time bound.
 
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,53 +9,12 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::error::WriteError;
 use super::metrics::Metrics;
 use crate::counter::bump;
 
 /// Frames waiting for the writer task, at most.
 const QUEUE: usize = 1024;
-
-/// Why a message could not be written to the child's stdin.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum WriteError {
-    /// The child did not take the frame within the write timeout (it is not
-    /// reading its stdin). If part of the frame was written, stdin can no
-    /// longer carry whole frames and every later write fails with
-    /// [`WriteError::Broken`].
-    TimedOut {
-        /// The write timeout.
-        after: Duration,
-        /// Bytes of the frame written before the timeout.
-        written: usize,
-        /// The frame's length, its `\n` included.
-        len: usize,
-    },
-    /// Writing failed (typically `BrokenPipe`: the child closed stdin or
-    /// exited).
-    Io(Arc<io::Error>),
-    /// An earlier write left a partial frame on stdin or failed; nothing more
-    /// is written.
-    Broken,
-    /// Stdin was closed by [`Session::shutdown`](super::Session::shutdown) or
-    /// the session ended.
-    Closed,
-}
-
-impl fmt::Display for WriteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WriteError::TimedOut { after, written, len } => {
-                write!(f, "the server did not read its stdin for {after:?} ({written} of {len} frame bytes written)")
-            }
-            WriteError::Io(e) => write!(f, "writing to the server's stdin failed: {e}"),
-            WriteError::Broken => f.write_str("the server's stdin is unusable after an earlier failed write"),
-            WriteError::Closed => f.write_str("the server's stdin is closed"),
-        }
-    }
-}
-
-impl std::error::Error for WriteError {}
 
 /// A job for the writer task.
 #[derive(Debug)]

@@ -174,7 +174,7 @@ impl Supervisor {
         drop(permit);
         // Whatever the handler left running (tasks, child groups) ends with it.
         scope.stop_producers();
-        let max = self.outbox.max_frame();
+        let max = self.outbox.max_send();
         let result = match outcome {
             Ok(Ok(result)) => self.declared(result, &id, &tool, structured),
             // Invalid arguments (or a bad cursor): a protocol error.

@@ -128,10 +128,13 @@ pub struct ServerConfig {
     /// Tool calls waiting for a slot; beyond this, calls are refused with
     /// -32000. Default: 256.
     pub max_queued: usize,
-    /// The largest frame written, in bytes of JSON (without `\n`): a larger
-    /// result is replaced by a -32603 error saying so. Default:
-    /// [`DEFAULT_MAX_FRAME`].
-    pub max_response: usize,
+    /// The largest frame written, in bytes of JSON (without `\n`): the
+    /// host's transport limit. A larger result is replaced by a tool failure
+    /// saying so, a larger error by a short -32603. Default:
+    /// [`DEFAULT_MAX_FRAME`]. (The receive limit is
+    /// [`framer`](ServerConfig::framer)`.max_frame`, as on the host; set it
+    /// with [`with_max_receive`](ServerConfig::with_max_receive).)
+    pub max_send: usize,
     /// Bytes of tool-call frames (results, notifications) queued for stdout
     /// before handlers wait for room, at least 1 and at most `u32::MAX`
     /// (values outside are clamped); a frame larger than this is queued
@@ -157,7 +160,7 @@ impl Default for ServerConfig {
             framer: Config::default(),
             max_concurrent: 16,
             max_queued: 256,
-            max_response: DEFAULT_MAX_FRAME,
+            max_send: DEFAULT_MAX_FRAME,
             writer_queue_bytes: DEFAULT_MAX_FRAME,
             control_queue_bytes: DEFAULT_CONTROL_QUEUE_BYTES,
             shutdown_grace: Duration::from_secs(5),
@@ -169,11 +172,22 @@ setters!(ServerConfig {
     framer: Config => with_framer,
     max_concurrent: usize => with_max_concurrent,
     max_queued: usize => with_max_queued,
-    max_response: usize => with_max_response,
+    max_send: usize => with_max_send,
     writer_queue_bytes: usize => with_writer_queue_bytes,
     control_queue_bytes: usize => with_control_queue_bytes,
     shutdown_grace: Duration => with_shutdown_grace,
 });
+
+impl ServerConfig {
+    /// Sets the transport limit of what is read, in bytes
+    /// ([`framer`](ServerConfig::framer)`.max_frame`), as
+    /// `SessionConfig::with_max_receive` does on the host.
+    #[must_use]
+    pub fn with_max_receive(mut self, bytes: usize) -> ServerConfig {
+        self.framer.max_frame = bytes;
+        self
+    }
+}
 
 /// An MCP server: its identity, its tools, and its limits.
 pub struct Server {
@@ -225,7 +239,7 @@ impl Server {
     ///   a result with `isError: true` and a text block saying what went wrong
     ///   (the error's message; for a panic only that it panicked, the details
     ///   going to the log), so the model sees it.
-    /// * A result over [`ServerConfig::max_response`]: a tool failure saying so.
+    /// * A result over [`ServerConfig::max_send`]: a tool failure saying so.
     pub fn tool<F, Fut>(mut self, tool: Tool, handler: F) -> Server
     where
         F: Fn(Call) -> Fut + Send + Sync + 'static,
@@ -295,7 +309,7 @@ impl Server {
     /// * Error replies respect the response limit: names the client sent
     ///   (method, tool, id) are echoed as an excerpt of at most 64 bytes, cut
     ///   at a character boundary, with their length; an error frame that
-    ///   would still be over [`ServerConfig::max_response`] is replaced by a
+    ///   would still be over [`ServerConfig::max_send`] is replaced by a
     ///   short one (with a `null` id if the id alone is too large).
     /// * A request whose id is already in flight (its response not yet
     ///   written) is not processed; it is answered -32600 with a **`null`

@@ -21,9 +21,10 @@ use super::dispatch::{Dispatcher, Job};
 use super::report::{Counters, ServeReport};
 use super::table::{CancelOutcome, Table};
 use super::tool::RpcError;
-use super::writer::{MESSAGE_BYTES, Outbox, clip, encode_error, excerpt, run_writer};
+use super::writer::{Outbox, encode_error, run_writer};
 use super::{PROTOCOL_VERSIONS, Server};
 use crate::counter::{add, bump};
+use crate::preview::{MESSAGE_BYTES, clip, excerpt};
 use mcp_framer::{Event, Framer};
 use mcp_framer_jsonrpc::{self as envelope, Encoder, Id, Message, OwnedId, RawJson};
 
@@ -93,7 +94,7 @@ where
     let config = &server.config;
     let counters = Arc::new(Counters::default());
     let (outbox, inbox) =
-        Outbox::new(config.writer_queue_bytes, config.control_queue_bytes, config.max_response, Arc::clone(&counters));
+        Outbox::new(config.writer_queue_bytes, config.control_queue_bytes, config.max_send, Arc::clone(&counters));
     let mut writer = tokio::spawn(run_writer(inbox, output, Arc::clone(&counters)));
     let table = Arc::new(Table::default());
     let dispatcher = Dispatcher::new(
@@ -308,12 +309,12 @@ impl Session<'_> {
         // small frames (the admission bound).
         let error = RpcError::internal(format!("request abandoned: the server is shutting down ({why})"));
         for id in &abandoned {
-            self.outbox.push(encode_error(Some(id), &error, self.outbox.max_frame()), None, None);
+            self.outbox.push(encode_error(Some(id), &error, self.outbox.max_send()), None, None);
         }
     }
 
     fn max(&self) -> usize {
-        self.outbox.max_frame()
+        self.outbox.max_send()
     }
 
     /// The reply to `event`, if it needs one.

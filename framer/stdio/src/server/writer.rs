@@ -24,7 +24,6 @@
 //! * When stdout fails (the host went away) the writer stops, wakes every
 //!   waiter, and frames queued later are dropped (and counted).
 
-use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -37,34 +36,8 @@ use super::report::Counters;
 use super::tool::RpcError;
 use crate::bound::{ByteBound, Held};
 use crate::counter::{add, bump};
-use crate::{Keep, Preview};
+use crate::preview::excerpt;
 use mcp_framer_jsonrpc::{Encoder, OwnedId};
-
-/// The most bytes of a client-supplied name (a method or tool name, an id)
-/// an error message echoes.
-pub(crate) const ECHO_BYTES: usize = 64;
-
-/// The most bytes of a message built from client input (a parser's
-/// complaint, which may quote it).
-pub(crate) const MESSAGE_BYTES: usize = 512;
-
-/// A name as error messages echo it: [`clip`] to [`ECHO_BYTES`].
-pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
-    clip(text, ECHO_BYTES)
-}
-
-/// `text` whole if it is at most `max` bytes, else its first bytes cut by
-/// [`Preview`]'s rule (never inside a character), then `…` and the full
-/// length: at most `max` + 26 bytes.
-pub(crate) fn clip(text: &str, max: usize) -> Cow<'_, str> {
-    let preview = Preview::new(text.as_bytes(), Keep::Head(max));
-    if preview.is_whole() {
-        return Cow::Borrowed(text);
-    }
-    // The head of UTF-8 text, cut at a character boundary, is UTF-8.
-    let head = String::from_utf8_lossy(preview.head());
-    Cow::Owned(format!("{head}… ({} bytes)", preview.total_bytes()))
-}
 
 /// A frame for an error response (`id: null` when `id` is `None`), never
 /// over `max` bytes. An error whose frame is over `max` (a handler's huge
@@ -120,7 +93,7 @@ pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Msg>,
     results: ByteBound,
     control: ByteBound,
-    max_frame: usize,
+    max_send: usize,
     pending: Arc<AtomicU64>,
     counters: Arc<Counters>,
 }
@@ -134,22 +107,22 @@ pub(crate) struct Inbox {
 impl Outbox {
     /// An outbox whose queue holds at most `results_bytes` bytes of frames
     /// from tool calls plus `control_bytes` bytes of replies from the stdin
-    /// loop, each frame at most `max_frame` bytes of JSON.
+    /// loop, each frame at most `max_send` bytes of JSON.
     pub(crate) fn new(
         results_bytes: usize,
         control_bytes: usize,
-        max_frame: usize,
+        max_send: usize,
         counters: Arc<Counters>,
     ) -> (Outbox, Inbox) {
         let (results, control) = (ByteBound::new(results_bytes), ByteBound::new(control_bytes));
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicU64::new(0));
         let inbox = Inbox { rx, bounds: [results.clone(), control.clone()] };
-        (Outbox { tx, results, control, max_frame, pending, counters }, inbox)
+        (Outbox { tx, results, control, max_send, pending, counters }, inbox)
     }
 
-    pub(crate) fn max_frame(&self) -> usize {
-        self.max_frame
+    pub(crate) fn max_send(&self) -> usize {
+        self.max_send
     }
 
     /// Frames queued and not yet written.
@@ -195,7 +168,7 @@ impl Outbox {
 
     /// Serializes and queues a notification, waiting for room.
     pub(crate) async fn notify(&self, method: &str, params: &impl Serialize) -> bool {
-        let bytes = match Encoder::new(self.max_frame).notification(method, params) {
+        let bytes = match Encoder::new(self.max_send).notification(method, params) {
             Ok(bytes) => bytes,
             Err(err) => {
                 tracing::warn!(method, %err, "notification not sent");
@@ -248,17 +221,6 @@ pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_clipped_at_a_character_boundary_with_their_length() {
-        assert_eq!(excerpt("tools/call"), "tools/call");
-        let long = "é".repeat(100); // 200 bytes
-        let cut = excerpt(&long);
-        assert_eq!(cut, format!("{}… (200 bytes)", "é".repeat(32)));
-        let odd = format!("a{long}"); // the limit falls inside a character
-        assert_eq!(excerpt(&odd), format!("a{}… (201 bytes)", "é".repeat(31)));
-        assert!(clip(&"x".repeat(10_000), 512).len() <= 512 + 26);
-    }
 
     #[test]
     fn error_frames_never_exceed_the_limit() {
