@@ -6,7 +6,8 @@ use std::borrow::Cow;
 
 use simd_json::{ErrorType, Node, StaticNode, Tape};
 
-use crate::{EnvelopeError, EnvelopeErrorKind, Fields, Id, IdField, Kind, MethodField, Routed, route};
+use crate::parse::{Fields, IdField, MethodField, Routed, route};
+use crate::{EnvelopeError, EnvelopeErrorKind, Id, Kind};
 
 /// A message classified by [`parse_in_place`]: the routing fields, and the
 /// simd-json tape of the whole frame for in-place access to the payload.

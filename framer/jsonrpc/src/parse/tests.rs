@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use super::*;
+use crate::{INVALID_REQUEST, OwnedId, PARSE_ERROR};
 
 /// The outcome of one parser, reduced to what both parsers must agree on.
 #[derive(Debug, PartialEq)]
