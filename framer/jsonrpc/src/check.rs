@@ -1,5 +1,5 @@
-//! Differential check of the two envelope parsers (feature `check`,
-//! unstable): [`parse`] (the envelope's own validating scanner, payload left
+//! Differential check of the two JSON-RPC parsers (feature `check`,
+//! unstable): [`parse`] (its own validating scanner, payload left
 //! raw) and [`parse_in_place`] (simd-json, in place, the oracle) must
 //! classify every frame alike. simd-json is reachable only through this
 //! module; no stable item of the crate mentions it.
@@ -13,11 +13,11 @@
 //!
 //! # Documented differences
 //!
-//! The envelope's scanner only checks the grammar of numbers and string
+//! The parser's scanner only checks the grammar of numbers and string
 //! escapes in the raw payload (as serde_json does); simd-json converts every
 //! number and decodes every escape. Two
 //! classes of frame are therefore refused by [`parse_in_place`] as
-//! [`Malformed`](EnvelopeErrorKind::Malformed) where [`parse`] returns a
+//! [`Malformed`](ParseErrorKind::Malformed) where [`parse`] returns a
 //! message or a -32600 error:
 //!
 //! 1. a number simd-json cannot represent: an integer outside
@@ -35,7 +35,7 @@
 
 use std::borrow::Cow;
 
-use crate::{EnvelopeErrorKind, Id, Kind, OwnedId, parse};
+use crate::{Id, Kind, OwnedId, ParseErrorKind, parse};
 
 mod simd;
 pub use simd::{InPlace, parse_in_place};
@@ -58,7 +58,7 @@ pub enum View {
     /// An error.
     Error {
         /// Its class.
-        kind: EnvelopeErrorKind,
+        kind: ParseErrorKind,
         /// The recovered id.
         id: Option<OwnedId>,
     },
@@ -205,9 +205,9 @@ fn check_recovered(frame: &[u8], h: usize, t: usize, id: &OwnedId) {
 }
 
 fn documented_difference(frame: &[u8], envelope: &View, simd: &View) -> bool {
-    let simd_refused = matches!(simd, View::Error { kind: EnvelopeErrorKind::Malformed, .. });
+    let simd_refused = matches!(simd, View::Error { kind: ParseErrorKind::Malformed, .. });
     let envelope_parsed =
-        !matches!(envelope, View::Error { kind: EnvelopeErrorKind::Malformed | EnvelopeErrorKind::InvalidUtf8, .. });
+        !matches!(envelope, View::Error { kind: ParseErrorKind::Malformed | ParseErrorKind::InvalidUtf8, .. });
     simd_refused && envelope_parsed && (has_unrepresentable_number(frame) || has_lone_surrogate_escape(frame))
 }
 
@@ -549,7 +549,7 @@ mod tests {
             assert!(!documented_difference(
                 br#"{"jsonrpc":"2.0","id":1,"result":1}"#,
                 &View::Message { kind: Kind::Response, id: Some(Id::Number(1)), method: None, payload: None },
-                &View::Error { kind: EnvelopeErrorKind::Malformed, id: None },
+                &View::Error { kind: ParseErrorKind::Malformed, id: None },
             ));
         });
         assert!(caught.is_ok());

@@ -46,8 +46,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! A refused frame says what to answer ([`EnvelopeError::code`],
-//! [`EnvelopeError::id`]); a server turns it into an error response:
+//! A refused frame says what to answer ([`ParseError::code`],
+//! [`ParseError::id`]); a server turns it into an error response:
 //!
 //! ```
 //! use mcp_framer_jsonrpc::{parse, Encoder, ErrorObject};
@@ -110,7 +110,7 @@ pub use codes::{
     PARSE_ERROR, standard_message,
 };
 pub use encode::{EncodeError, Encoder};
-pub use error::{EnvelopeError, EnvelopeErrorKind};
+pub use error::{ParseError, ParseErrorKind};
 pub use id::{Id, OwnedId};
 pub use message::{Kind, Message};
 pub use parse::parse;

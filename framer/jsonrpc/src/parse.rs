@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use crate::scan::{self, ScanError};
-use crate::{EnvelopeError, EnvelopeErrorKind, Id, Kind, Message, RawJson};
+use crate::{Id, Kind, Message, ParseError, ParseErrorKind, RawJson};
 
 /// Classifies `frame` (one line, without its `\n`) as a JSON-RPC message,
 /// borrowing its routing fields and leaving its payload unparsed.
@@ -12,14 +12,14 @@ use crate::{EnvelopeError, EnvelopeErrorKind, Id, Kind, Message, RawJson};
 /// # Contract
 ///
 /// - The whole frame must be UTF-8 (checked first, over every byte:
-///   [`EnvelopeErrorKind::InvalidUtf8`]) and exactly one JSON value
-///   ([`Malformed`](EnvelopeErrorKind::Malformed)). Both are JSON-RPC
+///   [`ParseErrorKind::InvalidUtf8`]) and exactly one JSON value
+///   ([`Malformed`](ParseErrorKind::Malformed)). Both are JSON-RPC
 ///   [-32700](crate::PARSE_ERROR).
-/// - The value must be an object ([`NotAnObject`](EnvelopeErrorKind::NotAnObject):
+/// - The value must be an object ([`NotAnObject`](ParseErrorKind::NotAnObject):
 ///   batches are not supported, MCP removed them), with `"jsonrpc": "2.0"`
-///   ([`BadVersion`](EnvelopeErrorKind::BadVersion)). Both are
+///   ([`BadVersion`](ParseErrorKind::BadVersion)). Both are
 ///   [-32600](crate::INVALID_REQUEST).
-/// - Then ([`InvalidShape`](EnvelopeErrorKind::InvalidShape), -32600 — the
+/// - Then ([`InvalidShape`](ParseErrorKind::InvalidShape), -32600 — the
 ///   first rule that fails wins, in this order):
 ///   1. none of `jsonrpc`, `id`, `method`, `params`, `result`, `error` may
 ///      appear twice (other keys are ignored, duplicates included);
@@ -35,37 +35,35 @@ use crate::{EnvelopeError, EnvelopeErrorKind, Id, Kind, Message, RawJson};
 ///
 ///   `BadVersion` is checked before these rules, except rule 1.
 /// - Every -32600 error carries the frame's id when it had one valid `id`
-///   ([`EnvelopeError::id`]), so a server can answer the request.
+///   ([`ParseError::id`]), so a server can answer the request.
 /// - A present key keeps its value even when that value is `null`:
 ///   `"result": null` is a valid response, `"params": null` is handed over as
 ///   written.
 ///
 /// ```
-/// use mcp_framer_jsonrpc::{parse, EnvelopeErrorKind, Kind};
+/// use mcp_framer_jsonrpc::{parse, ParseErrorKind, Kind};
 ///
 /// assert_eq!(parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?.kind(), Kind::Notification);
-/// assert_eq!(parse(b"[1]").unwrap_err().kind(), EnvelopeErrorKind::NotAnObject);
-/// assert_eq!(parse(b"\xff").unwrap_err().kind(), EnvelopeErrorKind::InvalidUtf8);
+/// assert_eq!(parse(b"[1]").unwrap_err().kind(), ParseErrorKind::NotAnObject);
+/// assert_eq!(parse(b"\xff").unwrap_err().kind(), ParseErrorKind::InvalidUtf8);
 /// // The offset of the first invalid byte: a cut 2-byte character, after an
 /// // ASCII run long enough for the vectorised check.
 /// let cut = format!("{{\"a\":\"{}é", "x".repeat(100)).into_bytes();
 /// let error = parse(&cut[..cut.len() - 1]).unwrap_err();
 /// assert_eq!(error.detail(), "invalid byte at offset 106");
-/// # Ok::<(), mcp_framer_jsonrpc::EnvelopeError>(())
+/// # Ok::<(), mcp_framer_jsonrpc::ParseError>(())
 /// ```
-pub fn parse(frame: &[u8]) -> Result<Message<'_>, EnvelopeError> {
+pub fn parse(frame: &[u8]) -> Result<Message<'_>, ParseError> {
     let text = utf8(frame)?;
     let top = scan::top_level(text).map_err(|e| match e {
         ScanError::Malformed(at) if at >= text.len() => {
-            EnvelopeError::new(EnvelopeErrorKind::Malformed, "unexpected end of the frame")
+            ParseError::new(ParseErrorKind::Malformed, "unexpected end of the frame")
         }
-        ScanError::Malformed(at) => {
-            EnvelopeError::new(EnvelopeErrorKind::Malformed, format!("invalid JSON at offset {at}"))
-        }
-        ScanError::NotAnObject => EnvelopeError::new(EnvelopeErrorKind::NotAnObject, not_an_object(text)),
+        ScanError::Malformed(at) => ParseError::new(ParseErrorKind::Malformed, format!("invalid JSON at offset {at}")),
+        ScanError::NotAnObject => ParseError::new(ParseErrorKind::NotAnObject, not_an_object(text)),
     })?;
     if let Some(key) = top.duplicate {
-        return Err(EnvelopeError::new(EnvelopeErrorKind::InvalidShape, format!("duplicate field `{key}`")));
+        return Err(ParseError::new(ParseErrorKind::InvalidShape, format!("duplicate field `{key}`")));
     }
     let [jsonrpc, id, method, params, result, error] = top.values;
     let routing = Fields {
@@ -100,10 +98,10 @@ pub fn parse(frame: &[u8]) -> Result<Message<'_>, EnvelopeError> {
 /// The frame as text. `simdutf8` validates several times faster than
 /// `std::str::from_utf8` on text with non-ASCII characters; std finds the
 /// offset of the first invalid byte for the error.
-fn utf8(frame: &[u8]) -> Result<&str, EnvelopeError> {
+fn utf8(frame: &[u8]) -> Result<&str, ParseError> {
     simdutf8::basic::from_utf8(frame).map_err(|_| {
         let at = std::str::from_utf8(frame).err().map_or(0, |e| e.valid_up_to());
-        EnvelopeError::new(EnvelopeErrorKind::InvalidUtf8, format!("invalid byte at offset {at}"))
+        ParseError::new(ParseErrorKind::InvalidUtf8, format!("invalid byte at offset {at}"))
     })
 }
 
@@ -205,17 +203,17 @@ pub(crate) struct Routed<'a> {
 
 /// Applies the JSON-RPC rules ([`parse`], rules 2 to 4) to the routing
 /// facts.
-pub(crate) fn route(fields: Fields<'_>) -> Result<Routed<'_>, EnvelopeError> {
+pub(crate) fn route(fields: Fields<'_>) -> Result<Routed<'_>, ParseError> {
     let error = |kind, detail: &'static str| {
         let id = match &fields.id {
             IdField::Valid(id) => Some(id.to_owned_id()),
             _ => None,
         };
-        Err(EnvelopeError::new(kind, detail).with_id(id))
+        Err(ParseError::new(kind, detail).with_id(id))
     };
-    let shape = |detail| error(EnvelopeErrorKind::InvalidShape, detail);
+    let shape = |detail| error(ParseErrorKind::InvalidShape, detail);
     if !fields.version_ok {
-        return error(EnvelopeErrorKind::BadVersion, "\"jsonrpc\" must be the string \"2.0\"");
+        return error(ParseErrorKind::BadVersion, "\"jsonrpc\" must be the string \"2.0\"");
     }
     if matches!(fields.id, IdField::Invalid) {
         return shape("\"id\" must be a string or an integer in the i64 range");

@@ -9,7 +9,7 @@
 //! JSON, as in serde_json's raw values. Errors are the byte offset where the
 //! text stopped being JSON.
 //!
-//! It exists because the envelope's cost is this scan: serde_json's own skip
+//! It exists because the parser's cost is this scan: serde_json's own skip
 //! (`IgnoredAny`, `&RawValue`) spends about 1.4 times as many instructions
 //! on the benches' shapes, mostly per short string and per escape.
 
