@@ -77,7 +77,7 @@ impl<'a> InPlace<'a> {
 /// simd-json 0.17 accepts `[true\0garbage]` as `[true]`. (The
 /// parser's scanner refuses them too, so both paths agree.)
 ///
-/// `mcp_framer_jsonrpc::check::check_envelope_agrees` (feature `check`) checks the
+/// `mcp_framer_jsonrpc::check::check_parse` (feature `check`) checks the
 /// agreement, and the two classes by the outcomes each
 /// path returns.
 ///
