@@ -95,9 +95,9 @@ pub fn parse(frame: &[u8]) -> Result<Message<'_>, ParseError> {
     })
 }
 
-/// The frame as text. `simdutf8` validates several times faster than
-/// `std::str::from_utf8` on text with non-ASCII characters; std finds the
-/// offset of the first invalid byte for the error.
+/// The frame as text. `simdutf8` validates (vectorised); on failure
+/// `std::str::from_utf8` finds the offset of the first invalid byte for the
+/// error.
 fn utf8(frame: &[u8]) -> Result<&str, ParseError> {
     simdutf8::basic::from_utf8(frame).map_err(|_| {
         let at = std::str::from_utf8(frame).err().map_or(0, |e| e.valid_up_to());
