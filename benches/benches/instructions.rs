@@ -227,7 +227,7 @@ fn text_1m() -> Messages {
     Messages { frames: vec![large_text_result(MIB)], ids: vec![7], kind: Kind::Response, method: None }
 }
 
-// The envelope (its own scanner): routing fields borrowed, payload left a
+// The parser (its own scanner): routing fields borrowed, payload left a
 // `RawJson` slice of the frame.
 #[library_benchmark]
 #[bench::call_200b(requests_200b())]
@@ -241,7 +241,7 @@ fn parse(messages: Messages) -> usize {
     messages.frames.len()
 }
 
-// The simd-json envelope (`check::parse_in_place`, the unstable oracle), in
+// The simd-json parser (`check::parse_in_place`, the unstable oracle), in
 // place on a `&mut` copy of each frame (the copy is counted; it is small next
 // to the parse).
 #[library_benchmark]
@@ -274,7 +274,7 @@ fn notifications(bytes: usize, total: usize) -> HostStream {
 }
 
 // `mcp_framer_stdio::host::Reader` over an in-memory stream, in 64 KiB reads:
-// framing, envelope classification, the copy out of the framer, the byte
+// framing, parsing, the copy out of the framer, the byte
 // accounting and the hand-off to the inbound queue, then the consumer taking
 // every message (the queue holds the whole stream: no yield, no overload).
 // Polled by `futures::executor::block_on` on the bench's thread: the default
@@ -305,6 +305,6 @@ fn host_reader(host: HostStream) -> u64 {
 }
 
 library_benchmark_group!(name = framer, benchmarks = [read_into, push]);
-library_benchmark_group!(name = envelope, benchmarks = [parse, parse_in_place]);
+library_benchmark_group!(name = jsonrpc, benchmarks = [parse, parse_in_place]);
 library_benchmark_group!(name = host, benchmarks = [host_reader]);
-main!(library_benchmark_groups = [framer, envelope, host]);
+main!(library_benchmark_groups = [framer, jsonrpc, host]);

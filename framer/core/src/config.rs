@@ -6,8 +6,8 @@
 /// limits belong in the handler and are far smaller), small enough that one
 /// misbehaving server cannot make a host hold more than 16 MiB + one read per
 /// session. It matches the limit proposed for rmcp (PR #1049) and sits at the
-/// top of the 8–16 MiB range other hosts use; an 8 MiB tool result plus its
-/// JSON-RPC envelope still fits.
+/// top of the 8–16 MiB range other hosts use; an 8 MiB tool result, with the
+/// rest of its JSON-RPC message, still fits.
 pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// Default amount of spare space lent per read in read-into mode: 64 KiB, one
@@ -18,9 +18,8 @@ pub const DEFAULT_READ_SIZE: usize = 64 * 1024;
 ///
 /// Storage beyond it is given back after the frame that needed it (see
 /// [`Config::retain`]). Eight reads leave room for a stream of 64 KiB frames
-/// to be read without moving most bytes twice (its storage settles just under
-/// 512 KiB), and keep a session that once saw a 16 MiB result at a few
-/// hundred KiB at most afterwards.
+/// to be read without moving most bytes twice; a session that once saw a
+/// 16 MiB result is back to at most 512 KiB of storage once it is given back.
 pub const DEFAULT_RETAIN: usize = 8 * DEFAULT_READ_SIZE;
 
 /// What the framer does when a frame passes [`Config::max_frame`].

@@ -62,18 +62,16 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 ///   the lend doubles each time a read fills it, up to
 ///   [`Config::read_size`](Config#structfield.read_size). An idle session
 ///   holds a few KiB, not a whole read.
-/// * **Growth touches only what it uses.** The storage grows in doubling
-///   steps by reserving capacity; only the bytes lent by `spare` (or copied
-///   in by `push`) are ever written, so pages the stream never reaches are
-///   never made resident: a 17 MiB frame costs about 17 MiB, not the 32 MiB
-///   reserved. [`capacity`](Framer::capacity) and [`Stats::buffer_capacity`]
-///   report the reservation.
+/// * **Growth touches only what it uses.** The storage grows by reserving
+///   capacity; only the bytes lent by `spare` (or copied in by `push`) are
+///   ever written, so pages the stream never reaches are never made
+///   resident. [`capacity`](Framer::capacity) and [`Stats::buffer_capacity`]
+///   report the reservation, which may exceed what is resident.
 /// * **Each byte is copied about once.** The unconsumed tail moves to the
 ///   front of the storage only when that is cheap: when it is at most a
 ///   quarter of the storage, or when it is a small remnant and the room left
 ///   could not take a frame as large as the largest so far. Otherwise the
-///   storage grows. For 64 KiB frames in 64 KiB reads this moves about one
-///   byte in six (it used to move most of them).
+///   storage grows.
 /// * **Storage is given back.** Storage over [`Config::retain`] bytes is
 ///   released at the next read (`spare` or `push` call) that finds at most
 ///   one read's worth buffered, and replaced by one of at most `retain`
@@ -84,16 +82,15 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 ///   time, up to 64) without a need beyond `retain` before it releases
 ///   again; a release that proves right halves that wait. An isolated large
 ///   frame is released at the first read after it.
-/// * **Fresh versus kept framers.** A fresh framer pays first-touch page
-///   faults for every page a large frame reaches (a 32 MiB frame: about
-///   8,200 faults of 4 KiB pages), which dominates its cost. A host that
-///   keeps one framer per session for the session's lifetime, as
-///   `mcp-framer-stdio`'s reader does, pays them once, for storage within
-///   `retain`, and again only for frames beyond it. A host that expects
-///   such frames often raises `retain` to its limit
+/// * **Fresh versus kept framers.** Fresh storage is untouched: a fresh
+///   framer pays a first-touch page fault for every page a large frame
+///   reaches. A host that keeps one framer per session for the session's
+///   lifetime, as `mcp-framer-stdio`'s reader does, pays them once, for
+///   storage within `retain`, and again only for frames beyond it. A host
+///   that expects such frames often raises `retain` to its limit
 ///   (`Config::DEFAULT.with_max_frame(max).with_retain(max)`): it then holds
-///   the storage of its largest frame so far, and a large frame costs in
-///   proportion to its length (the `framing_large` bench, kept versus fresh).
+///   the storage of its largest frame so far, and pays first-touch faults
+///   only for pages no earlier frame reached.
 /// * Every byte is counted in [`Stats`]; see there for the identity.
 ///
 /// # Example: read-into

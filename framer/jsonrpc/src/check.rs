@@ -1,5 +1,5 @@
-//! Differential check of the two envelope parsers (feature `check`,
-//! unstable): [`parse`] (the envelope's own validating scanner, payload left
+//! Differential check of the two JSON-RPC parsers (feature `check`,
+//! unstable): [`parse`] (its own validating scanner, payload left
 //! raw) and [`parse_in_place`] (simd-json, in place, the oracle) must
 //! classify every frame alike. simd-json is reachable only through this
 //! module; no stable item of the crate mentions it.
@@ -13,11 +13,11 @@
 //!
 //! # Documented differences
 //!
-//! The envelope's scanner only checks the grammar of numbers and string
+//! The parser's scanner only checks the grammar of numbers and string
 //! escapes in the raw payload (as serde_json does); simd-json converts every
 //! number and decodes every escape. Two
 //! classes of frame are therefore refused by [`parse_in_place`] as
-//! [`Malformed`](EnvelopeErrorKind::Malformed) where [`parse`] returns a
+//! [`Malformed`](ParseErrorKind::Malformed) where [`parse`] returns a
 //! message or a -32600 error:
 //!
 //! 1. a number simd-json cannot represent: an integer outside
@@ -35,7 +35,7 @@
 
 use std::borrow::Cow;
 
-use crate::{EnvelopeErrorKind, Id, Kind, OwnedId, parse};
+use crate::{Id, Kind, OwnedId, ParseErrorKind, parse};
 
 mod simd;
 pub use simd::{InPlace, parse_in_place};
@@ -58,14 +58,14 @@ pub enum View {
     /// An error.
     Error {
         /// Its class.
-        kind: EnvelopeErrorKind,
+        kind: ParseErrorKind,
         /// The recovered id.
         id: Option<OwnedId>,
     },
 }
 
 /// [`parse`]'s view of `frame`.
-pub fn envelope_view(frame: &[u8]) -> View {
+pub fn parse_view(frame: &[u8]) -> View {
     match parse(frame) {
         Ok(m) => View::Message {
             kind: m.kind(),
@@ -145,14 +145,14 @@ fn canonical(value: &simd_json::OwnedValue, depth: usize, out: &mut String) {
 /// Panics, showing both views, unless [`parse`] and [`parse_in_place`]
 /// agree on `frame` (see the module documentation for the two documented
 /// differences it tolerates).
-pub fn check_envelope_agrees(frame: &[u8]) {
-    let envelope = envelope_view(frame);
+pub fn check_parse(frame: &[u8]) {
+    let parsed = parse_view(frame);
     let simd = simd_view(frame);
-    if envelope == simd || documented_difference(frame, &envelope, &simd) {
+    if parsed == simd || documented_difference(frame, &parsed, &simd) {
         return;
     }
     panic!(
-        "envelope parsers disagree\n  frame ({} bytes): {:?}\n  envelope:  {envelope:?}\n  simd-json: {simd:?}",
+        "the parsers disagree\n  frame ({} bytes): {:?}\n  parse:     {parsed:?}\n  simd-json: {simd:?}",
         frame.len(),
         excerpt(frame)
     );
@@ -204,11 +204,11 @@ fn check_recovered(frame: &[u8], h: usize, t: usize, id: &OwnedId) {
     assert_eq!(top.id.as_ref(), Some(&expected), "{}", context());
 }
 
-fn documented_difference(frame: &[u8], envelope: &View, simd: &View) -> bool {
-    let simd_refused = matches!(simd, View::Error { kind: EnvelopeErrorKind::Malformed, .. });
-    let envelope_parsed =
-        !matches!(envelope, View::Error { kind: EnvelopeErrorKind::Malformed | EnvelopeErrorKind::InvalidUtf8, .. });
-    simd_refused && envelope_parsed && (has_unrepresentable_number(frame) || has_lone_surrogate_escape(frame))
+fn documented_difference(frame: &[u8], parsed: &View, simd: &View) -> bool {
+    let simd_refused = matches!(simd, View::Error { kind: ParseErrorKind::Malformed, .. });
+    let parse_accepted =
+        !matches!(parsed, View::Error { kind: ParseErrorKind::Malformed | ParseErrorKind::InvalidUtf8, .. });
+    simd_refused && parse_accepted && (has_unrepresentable_number(frame) || has_lone_surrogate_escape(frame))
 }
 
 /// Whether `frame` has, outside strings, a number literal simd-json refuses:
@@ -484,17 +484,17 @@ mod tests {
     #[test]
     fn parsers_agree_on_hostile_frames() {
         for frame in hostile_frames() {
-            check_envelope_agrees(&frame);
+            check_parse(&frame);
         }
     }
 
     #[test]
     fn parsers_agree_on_the_corpus_files_and_their_lines() {
         for (name, bytes) in corpus_frames() {
-            let whole = std::panic::catch_unwind(|| check_envelope_agrees(&bytes));
+            let whole = std::panic::catch_unwind(|| check_parse(&bytes));
             assert!(whole.is_ok(), "corpus file {name} (whole)");
             for line in bytes.split(|&b| b == b'\n') {
-                check_envelope_agrees(line);
+                check_parse(line);
             }
         }
     }
@@ -529,7 +529,7 @@ mod tests {
                     _ => frame.insert(at, ALPHABET[next(ALPHABET.len())]),
                 }
             }
-            check_envelope_agrees(&frame);
+            check_parse(&frame);
         }
     }
 
@@ -549,7 +549,7 @@ mod tests {
             assert!(!documented_difference(
                 br#"{"jsonrpc":"2.0","id":1,"result":1}"#,
                 &View::Message { kind: Kind::Response, id: Some(Id::Number(1)), method: None, payload: None },
-                &View::Error { kind: EnvelopeErrorKind::Malformed, id: None },
+                &View::Error { kind: ParseErrorKind::Malformed, id: None },
             ));
         });
         assert!(caught.is_ok());

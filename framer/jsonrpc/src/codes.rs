@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::EnvelopeError;
+use crate::ParseError;
 
 /// JSON-RPC's code for a frame that is not valid JSON (or not UTF-8).
 pub const PARSE_ERROR: i64 = -32700;
@@ -113,11 +113,11 @@ impl ErrorObject {
     }
 }
 
-/// The answer to a frame the envelope refused: its code
+/// The answer to a frame [`parse`](crate::parse) refused: its code
 /// ([`PARSE_ERROR`] or [`INVALID_REQUEST`]) and the error's text as the
-/// message. (Answer it to [`EnvelopeError::id`].)
-impl From<&EnvelopeError> for ErrorObject {
-    fn from(error: &EnvelopeError) -> ErrorObject {
+/// message. (Answer it to [`ParseError::id`].)
+impl From<&ParseError> for ErrorObject {
+    fn from(error: &ParseError) -> ErrorObject {
         ErrorObject::new(error.code(), error.to_string())
     }
 }

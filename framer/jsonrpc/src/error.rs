@@ -6,10 +6,10 @@ use std::fmt;
 use super::OwnedId;
 use crate::codes::{INVALID_REQUEST, PARSE_ERROR};
 
-/// The class of an [`EnvelopeError`].
+/// The class of an [`ParseError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum EnvelopeErrorKind {
+pub enum ParseErrorKind {
     /// The frame is not UTF-8 (MCP frames must be). Code -32700.
     InvalidUtf8,
     /// The frame is not one JSON value (syntax error, truncated, trailing
@@ -26,30 +26,34 @@ pub enum EnvelopeErrorKind {
     InvalidShape,
 }
 
-impl EnvelopeErrorKind {
+impl ParseErrorKind {
     /// The JSON-RPC error code a peer answers this with.
     pub fn code(self) -> i64 {
         match self {
-            EnvelopeErrorKind::InvalidUtf8 | EnvelopeErrorKind::Malformed => PARSE_ERROR,
-            EnvelopeErrorKind::NotAnObject | EnvelopeErrorKind::BadVersion | EnvelopeErrorKind::InvalidShape => {
-                INVALID_REQUEST
-            }
+            ParseErrorKind::InvalidUtf8 | ParseErrorKind::Malformed => PARSE_ERROR,
+            ParseErrorKind::NotAnObject | ParseErrorKind::BadVersion | ParseErrorKind::InvalidShape => INVALID_REQUEST,
         }
     }
 
     fn describe(self) -> &'static str {
         match self {
-            EnvelopeErrorKind::InvalidUtf8 => "frame is not valid UTF-8",
-            EnvelopeErrorKind::Malformed => "frame is not valid JSON",
-            EnvelopeErrorKind::NotAnObject => "frame is not a JSON object",
-            EnvelopeErrorKind::BadVersion => "frame lacks \"jsonrpc\": \"2.0\"",
-            EnvelopeErrorKind::InvalidShape => "frame is not a JSON-RPC message",
+            ParseErrorKind::InvalidUtf8 => "frame is not valid UTF-8",
+            ParseErrorKind::Malformed => "frame is not valid JSON",
+            ParseErrorKind::NotAnObject => "frame is not a JSON object",
+            ParseErrorKind::BadVersion => "frame lacks \"jsonrpc\": \"2.0\"",
+            ParseErrorKind::InvalidShape => "frame is not a JSON-RPC message",
         }
     }
 }
 
-/// A frame that is not a JSON-RPC 2.0 message. The frame is rejected; the
-/// session can continue with the next frame.
+/// Why [`parse`](crate::parse) refused a frame: it is not a JSON-RPC 2.0
+/// message. The frame is rejected; the session can continue with the next
+/// frame.
+///
+/// Every refusal is a `ParseError`, not only JSON-RPC's "Parse error":
+/// [`code`](Self::code) is [`PARSE_ERROR`] (-32700) for a frame that is not
+/// one UTF-8 JSON value, and [`INVALID_REQUEST`] (-32600) for JSON that is
+/// not a message.
 ///
 /// [`code`](Self::code) is the JSON-RPC error code to answer with, and
 /// [`id`](Self::id) the request id to answer to, recovered when the frame
@@ -57,26 +61,26 @@ impl EnvelopeErrorKind {
 /// id, as JSON-RPC prescribes).
 ///
 /// ```
-/// use mcp_framer_jsonrpc::{parse, EnvelopeErrorKind, Id};
+/// use mcp_framer_jsonrpc::{parse, ParseErrorKind, Id};
 ///
 /// let err = parse(br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#).unwrap_err();
-/// assert_eq!(err.kind(), EnvelopeErrorKind::BadVersion);
+/// assert_eq!(err.kind(), ParseErrorKind::BadVersion);
 /// assert_eq!(err.code(), -32600);
 /// assert_eq!(err.id(), Some(&Id::Number(4)));
 ///
 /// let err = parse(b"{\"jsonrpc\":\"2.0\",").unwrap_err();
-/// assert_eq!((err.kind(), err.code(), err.id()), (EnvelopeErrorKind::Malformed, -32700, None));
+/// assert_eq!((err.kind(), err.code(), err.id()), (ParseErrorKind::Malformed, -32700, None));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
-pub struct EnvelopeError {
-    kind: EnvelopeErrorKind,
+pub struct ParseError {
+    kind: ParseErrorKind,
     id: Option<OwnedId>,
     detail: Cow<'static, str>,
 }
 
-impl EnvelopeError {
-    pub(crate) fn new(kind: EnvelopeErrorKind, detail: impl Into<Cow<'static, str>>) -> Self {
-        EnvelopeError { kind, id: None, detail: detail.into() }
+impl ParseError {
+    pub(crate) fn new(kind: ParseErrorKind, detail: impl Into<Cow<'static, str>>) -> Self {
+        ParseError { kind, id: None, detail: detail.into() }
     }
 
     pub(crate) fn with_id(mut self, id: Option<OwnedId>) -> Self {
@@ -85,7 +89,7 @@ impl EnvelopeError {
     }
 
     /// The class of the error.
-    pub fn kind(&self) -> EnvelopeErrorKind {
+    pub fn kind(&self) -> ParseErrorKind {
         self.kind
     }
 
@@ -97,8 +101,8 @@ impl EnvelopeError {
     }
 
     /// The JSON-RPC error code: -32700 (parse error) for
-    /// [`InvalidUtf8`](EnvelopeErrorKind::InvalidUtf8) and
-    /// [`Malformed`](EnvelopeErrorKind::Malformed), -32600 (invalid request)
+    /// [`InvalidUtf8`](ParseErrorKind::InvalidUtf8) and
+    /// [`Malformed`](ParseErrorKind::Malformed), -32600 (invalid request)
     /// for the others.
     pub fn code(&self) -> i64 {
         self.kind.code()
@@ -110,7 +114,7 @@ impl EnvelopeError {
     }
 }
 
-impl fmt::Display for EnvelopeError {
+impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.kind.describe(), self.detail)?;
         if let Some(id) = &self.id {
@@ -120,4 +124,4 @@ impl fmt::Display for EnvelopeError {
     }
 }
 
-impl std::error::Error for EnvelopeError {}
+impl std::error::Error for ParseError {}

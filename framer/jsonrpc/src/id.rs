@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// [`Message::ErrorResponse`](super::Message::ErrorResponse) models as `None`).
 ///
 /// Numbers are kept when they are integers in the `i64` range; fractions,
-/// exponents and larger integers are not ids ([`EnvelopeErrorKind::InvalidShape`](super::EnvelopeErrorKind::InvalidShape)).
+/// exponents and larger integers are not ids ([`ParseErrorKind::InvalidShape`](super::ParseErrorKind::InvalidShape)).
 /// Strings borrow from the frame unless they contain escapes.
 ///
 /// `Display` and `Serialize` write the id as its JSON value, so `7` and `"7"`

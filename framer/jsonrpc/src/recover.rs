@@ -28,7 +28,7 @@ const ERROR: usize = 5;
 /// It returns `Some(id)` only when all of this holds in the bytes it saw:
 ///
 /// * the head is the start of one JSON object, read member by member from
-///   its `{` with the envelope's validating scanner, and the tail is the end
+///   its `{` with the parser's validating scanner, and the tail is the end
 ///   of that object, read member by member backwards from its `}` (a value
 ///   is delimited backwards, then validated forwards); nothing either side
 ///   read is malformed;

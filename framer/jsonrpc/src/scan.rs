@@ -9,9 +9,9 @@
 //! JSON, as in serde_json's raw values. Errors are the byte offset where the
 //! text stopped being JSON.
 //!
-//! It exists because the envelope's cost is this scan: serde_json's own skip
-//! (`IgnoredAny`, `&RawValue`) spends about 1.4 times as many instructions
-//! on the benches' shapes, mostly per short string and per escape.
+//! It exists because the parser's cost is this scan: serde_json's own skip
+//! (`IgnoredAny`, `&RawValue`) does more work, mostly per short string and
+//! per escape.
 
 /// The keys that route a message, in the order of [`TopLevel::values`].
 pub(crate) const KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];

@@ -1,5 +1,5 @@
-//! Regenerates the `envelope` fuzz target's committed seeds
-//! (`corpus/envelope/`). Ignored by default; run with
+//! Regenerates the `parse` fuzz target's committed seeds
+//! (`corpus/parse/`). Ignored by default; run with
 //!
 //! ```text
 //! cargo test -p mcp-framer-jsonrpc --features check --test corpus_generate -- --ignored
@@ -12,8 +12,8 @@ mod corpus;
 
 use std::fs;
 
-/// The envelope seeds: single frames (the target's input is the frame).
-fn envelope_seeds() -> Vec<(&'static str, Vec<u8>)> {
+/// The parse seeds: single frames (the target's input is the frame).
+fn parse_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let raw: Vec<(&'static str, &[u8])> = vec![
         ("request", br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#),
         ("request_string_id", br#"{"jsonrpc":"2.0","id":"a-1","method":"ping"}"#),
@@ -66,15 +66,15 @@ fn envelope_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 #[test]
-#[ignore = "writes corpus/envelope; run by hand to regenerate"]
-fn regenerate_envelope_seeds() {
-    let dir = corpus::corpus_dir().join("envelope");
+#[ignore = "writes corpus/parse; run by hand to regenerate"]
+fn regenerate_parse_seeds() {
+    let dir = corpus::corpus_dir().join("parse");
     for old in corpus::files(&dir) {
         fs::remove_file(old).unwrap();
     }
     fs::create_dir_all(&dir).unwrap();
-    for (name, frame) in envelope_seeds() {
-        mcp_framer_jsonrpc::check::check_envelope_agrees(&frame);
+    for (name, frame) in parse_seeds() {
+        mcp_framer_jsonrpc::check::check_parse(&frame);
         fs::write(dir.join(name), &frame).unwrap();
     }
 }

@@ -1,13 +1,13 @@
-//! Replays, on stable and without libFuzzer, the `envelope` fuzz target's
-//! committed seeds (`corpus/envelope/`) and kept crashes
-//! (`corpus/regressions/envelope/`) through the check it calls.
+//! Replays, on stable and without libFuzzer, the `parse` fuzz target's
+//! committed seeds (`corpus/parse/`) and kept crashes
+//! (`corpus/regressions/parse/`) through the check it calls.
 
 #[path = "../../core/tests/common/corpus.rs"]
 mod corpus;
 
 #[test]
-fn envelope_seeds_and_regressions_pass() {
-    let ran = corpus::replay("envelope", mcp_framer_jsonrpc::check::check_envelope_agrees);
+fn parse_seeds_and_regressions_pass() {
+    let ran = corpus::replay("parse", mcp_framer_jsonrpc::check::check_parse);
     assert!(ran > 0);
 }
 

@@ -439,7 +439,7 @@ fn an_isolated_big_frame_is_given_back_at_the_next_read_and_a_stream_of_them_kee
 
 #[test]
 fn read_into_moves_few_bytes_for_64_kib_frames_in_64_kib_reads() {
-    // A 64 KiB message plus its envelope, as in the framing bench: frames
+    // A 64 KiB result plus the rest of its message, as in the framing bench: frames
     // straddle the reads, so nearly every read leaves a partial frame.
     let stream = line(64 * 1024 + 60).repeat(512); // 32 MiB
     let mut framer = Framer::new(Config::DEFAULT);

@@ -1,4 +1,4 @@
-//! The simd-json envelope path (feature `check`, unstable): the same classification as
+//! The simd-json parse path (feature `check`, unstable): the same classification as
 //! [`parse`](crate::parse), on a `&mut [u8]` frame that simd-json parses in
 //! place.
 
@@ -6,7 +6,8 @@ use std::borrow::Cow;
 
 use simd_json::{ErrorType, Node, StaticNode, Tape};
 
-use crate::{EnvelopeError, EnvelopeErrorKind, Fields, Id, IdField, Kind, MethodField, Routed, route};
+use crate::parse::{Fields, IdField, MethodField, Routed, route};
+use crate::{Id, Kind, ParseError, ParseErrorKind};
 
 /// A message classified by [`parse_in_place`]: the routing fields, and the
 /// simd-json tape of the whole frame for in-place access to the payload.
@@ -59,7 +60,7 @@ impl<'a> InPlace<'a> {
 ///
 /// It agrees with [`parse`](crate::parse) on the kind, id, method, error
 /// kind and recovered id of every frame, except on two classes of input that
-/// it refuses as [`Malformed`](EnvelopeErrorKind::Malformed) while
+/// it refuses as [`Malformed`](ParseErrorKind::Malformed) while
 /// [`parse`](crate::parse) accepts them, because its scanner checks only the
 /// grammar of numbers and escapes in the raw (unmaterialised) payload where
 /// simd-json converts them:
@@ -74,14 +75,14 @@ impl<'a> InPlace<'a> {
 ///
 /// It also refuses frames holding a NUL byte before simd-json runs:
 /// simd-json 0.17 accepts `[true\0garbage]` as `[true]`. (The
-/// envelope's scanner refuses them too, so both paths agree.)
+/// parser's scanner refuses them too, so both paths agree.)
 ///
-/// `mcp_framer_jsonrpc::check::check_envelope_agrees` (feature `check`) checks the
+/// `mcp_framer_jsonrpc::check::check_parse` (feature `check`) checks the
 /// agreement, and the two classes by the outcomes each
 /// path returns.
 ///
 /// The whole frame is checked as UTF-8 first (as [`parse`](crate::parse)
-/// does), so [`InvalidUtf8`](EnvelopeErrorKind::InvalidUtf8) wins over
+/// does), so [`InvalidUtf8`](ParseErrorKind::InvalidUtf8) wins over
 /// syntax errors in both paths. After an error the frame's content is
 /// unspecified (simd-json may have unescaped strings in it).
 ///
@@ -97,12 +98,12 @@ impl<'a> InPlace<'a> {
 /// assert_eq!(message.method(), Some("tools/call"));
 /// let params = message.payload().expect("params");
 /// assert_eq!(params.get("n").and_then(|n| n.as_u64()), Some(1));
-/// # Ok::<(), mcp_framer_jsonrpc::EnvelopeError>(())
+/// # Ok::<(), mcp_framer_jsonrpc::ParseError>(())
 /// ```
-pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, EnvelopeError> {
+pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, ParseError> {
     if let Err(e) = std::str::from_utf8(frame) {
-        return Err(EnvelopeError::new(
-            EnvelopeErrorKind::InvalidUtf8,
+        return Err(ParseError::new(
+            ParseErrorKind::InvalidUtf8,
             format!("invalid byte at offset {}", e.valid_up_to()),
         ));
     }
@@ -110,13 +111,13 @@ pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, EnvelopeError> {
     // what follows it (`[true\0garbage]` parses as `[true]`); JSON never
     // contains a raw NUL, so such frames are refused here.
     if let Some(at) = memchr::memchr(0, frame) {
-        return Err(EnvelopeError::new(EnvelopeErrorKind::Malformed, format!("NUL byte at offset {at}")));
+        return Err(ParseError::new(ParseErrorKind::Malformed, format!("NUL byte at offset {at}")));
     }
     // simd-json refuses some lone surrogate escapes and decodes others as
     // U+0000 (`"\ud800"`); refuse them all.
     if let Some(at) = lone_surrogate_escape(frame) {
-        return Err(EnvelopeError::new(
-            EnvelopeErrorKind::Malformed,
+        return Err(ParseError::new(
+            ParseErrorKind::Malformed,
             format!("lone surrogate escape at offset {at} (not decodable)"),
         ));
     }
@@ -124,21 +125,21 @@ pub fn parse_in_place(frame: &mut [u8]) -> Result<InPlace<'_>, EnvelopeError> {
     // checking the byte after it (`1234567890123456789.0x` parses as a
     // number); refuse such a number when it is not followed by a delimiter.
     if let Some(at) = long_number_without_delimiter(frame) {
-        return Err(EnvelopeError::new(
-            EnvelopeErrorKind::Malformed,
+        return Err(ParseError::new(
+            ParseErrorKind::Malformed,
             format!("number at offset {at} is not followed by a delimiter"),
         ));
     }
     let tape = simd_json::to_tape(frame).map_err(|e| match e.error() {
-        ErrorType::InvalidUtf8 => EnvelopeError::new(EnvelopeErrorKind::InvalidUtf8, e.to_string()),
-        _ => EnvelopeError::new(EnvelopeErrorKind::Malformed, e.to_string()),
+        ErrorType::InvalidUtf8 => ParseError::new(ParseErrorKind::InvalidUtf8, e.to_string()),
+        _ => ParseError::new(ParseErrorKind::Malformed, e.to_string()),
     })?;
     let routed = route(fields(&tape.0)?)?;
     Ok(InPlace { tape, routed })
 }
 
 /// Reads the routing facts from the top-level object on the tape.
-fn fields<'a>(nodes: &[Node<'a>]) -> Result<Fields<'a>, EnvelopeError> {
+fn fields<'a>(nodes: &[Node<'a>]) -> Result<Fields<'a>, ParseError> {
     let len = match nodes.first() {
         Some(&Node::Object { len, .. }) => len,
         Some(other) => {
@@ -149,9 +150,9 @@ fn fields<'a>(nodes: &[Node<'a>]) -> Result<Fields<'a>, EnvelopeError> {
                 Node::Static(StaticNode::Bool(_)) => "a boolean",
                 _ => "a number",
             };
-            return Err(EnvelopeError::new(EnvelopeErrorKind::NotAnObject, format!("top-level value is {what}")));
+            return Err(ParseError::new(ParseErrorKind::NotAnObject, format!("top-level value is {what}")));
         }
-        None => return Err(EnvelopeError::new(EnvelopeErrorKind::Malformed, "empty tape")),
+        None => return Err(ParseError::new(ParseErrorKind::Malformed, "empty tape")),
     };
     let mut fields = Fields {
         version_ok: false,
@@ -164,12 +165,12 @@ fn fields<'a>(nodes: &[Node<'a>]) -> Result<Fields<'a>, EnvelopeError> {
     let mut at = 1;
     for _ in 0..len {
         let (Some(Node::String(key)), Some(value)) = (nodes.get(at), nodes.get(at + 1)) else {
-            return Err(EnvelopeError::new(EnvelopeErrorKind::Malformed, "unexpected tape layout"));
+            return Err(ParseError::new(ParseErrorKind::Malformed, "unexpected tape layout"));
         };
         at += 1 + span(value);
         let Some(slot) = KEYS.iter().position(|k| k == key) else { continue };
         if std::mem::replace(&mut seen[slot], true) {
-            return Err(EnvelopeError::new(EnvelopeErrorKind::InvalidShape, format!("duplicate field `{key}`")));
+            return Err(ParseError::new(ParseErrorKind::InvalidShape, format!("duplicate field `{key}`")));
         }
         match slot {
             0 => fields.version_ok = matches!(value, Node::String("2.0")),

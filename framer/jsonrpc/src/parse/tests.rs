@@ -1,18 +1,19 @@
-//! Tests of the envelope rules, run against [`parse`] (and, with feature
+//! Tests of the parse rules, run against [`parse`] (and, with feature
 //! `check`, against `parse_in_place` through the same expectations).
 
 use std::borrow::Cow;
 
 use super::*;
+use crate::{INVALID_REQUEST, OwnedId, PARSE_ERROR};
 
 /// The outcome of one parser, reduced to what both parsers must agree on.
 #[derive(Debug, PartialEq)]
 enum Seen {
     Ok { kind: Kind, id: Option<OwnedId>, method: Option<String>, payload: Option<String> },
-    Err { kind: EnvelopeErrorKind, code: i64, id: Option<OwnedId> },
+    Err { kind: ParseErrorKind, code: i64, id: Option<OwnedId> },
 }
 
-fn seen_envelope(frame: &[u8]) -> Seen {
+fn seen_parse(frame: &[u8]) -> Seen {
     match parse(frame) {
         Ok(m) => Seen::Ok {
             kind: m.kind(),
@@ -28,7 +29,7 @@ fn seen_envelope(frame: &[u8]) -> Seen {
 /// recovered id. Returns [`parse`]'s outcome (its payload is the
 /// raw text; the simd path's payload is compared by re-serialising it).
 fn seen(frame: &[u8]) -> Seen {
-    let envelope = seen_envelope(frame);
+    let parsed = seen_parse(frame);
     #[cfg(feature = "check")]
     {
         let mut copy = frame.to_vec();
@@ -42,26 +43,26 @@ fn seen(frame: &[u8]) -> Seen {
             Err(e) => Seen::Err { kind: e.kind(), code: e.code(), id: e.id().cloned() },
         };
         let reparse = |p: &Option<String>| p.as_deref().map(|p| serde_json::from_str::<serde_json::Value>(p).unwrap());
-        match (&envelope, &simd) {
+        match (&parsed, &simd) {
             (Seen::Ok { kind, id, method, payload }, Seen::Ok { kind: k2, id: i2, method: m2, payload: p2 }) => {
                 assert_eq!((kind, id, method), (k2, i2, m2), "paths disagree on {:?}", String::from_utf8_lossy(frame));
                 assert_eq!(reparse(payload), reparse(p2), "payloads differ on {:?}", String::from_utf8_lossy(frame));
             }
-            _ => assert_eq!(envelope, simd, "paths disagree on {:?}", String::from_utf8_lossy(frame)),
+            _ => assert_eq!(parsed, simd, "paths disagree on {:?}", String::from_utf8_lossy(frame)),
         }
     }
-    envelope
+    parsed
 }
 
 fn ok(kind: Kind, id: Option<OwnedId>, method: Option<&str>, payload: Option<&str>) -> Seen {
     Seen::Ok { kind, id, method: method.map(str::to_owned), payload: payload.map(str::to_owned) }
 }
 
-fn err(kind: EnvelopeErrorKind, id: Option<OwnedId>) -> Seen {
+fn err(kind: ParseErrorKind, id: Option<OwnedId>) -> Seen {
     Seen::Err { kind, code: kind.code(), id }
 }
 
-use EnvelopeErrorKind::{BadVersion, InvalidShape, InvalidUtf8, Malformed, NotAnObject};
+use ParseErrorKind::{BadVersion, InvalidShape, InvalidUtf8, Malformed, NotAnObject};
 
 #[test]
 fn classifies_the_four_kinds() {
@@ -187,7 +188,7 @@ fn numeric_ids_are_i64_integers() {
     // Beyond simd-json's number range: see `simd_refuses_numbers_it_cannot_represent`.
     for beyond in ["-9223372036854775809", "18446744073709551616", "1e400"] {
         let frame = format!(r#"{{"jsonrpc":"2.0","id":{beyond},"method":"m"}}"#);
-        assert_eq!(seen_envelope(frame.as_bytes()), err(InvalidShape, None), "{beyond}");
+        assert_eq!(seen_parse(frame.as_bytes()), err(InvalidShape, None), "{beyond}");
     }
     for float in ["1.0", "1.5", "1e3", "1E3", "-2.5e-3", "0.0"] {
         assert_eq!(id(float), err(InvalidShape, None), "{float}");
@@ -272,7 +273,7 @@ fn every_payload_is_a_slice_of_the_frame() {
 
 #[test]
 fn deep_nesting_in_the_payload_is_accepted() {
-    // The envelope's scanner has no depth limit (one bit per open level, no
+    // The parser's scanner has no depth limit (one bit per open level, no
     // recursion), unlike a serde_json `Value` (128 levels); nor has simd-json.
     let depth = 10_000;
     let frame = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{}{}}}"#, "[".repeat(depth), "]".repeat(depth));
@@ -300,7 +301,7 @@ mod simd {
     use crate::check::parse_in_place;
     use simd_json::prelude::ValueIntoString;
 
-    fn in_place(frame: &[u8]) -> Result<Kind, EnvelopeErrorKind> {
+    fn in_place(frame: &[u8]) -> Result<Kind, ParseErrorKind> {
         parse_in_place(&mut frame.to_vec()).map(|m| m.kind()).map_err(|e| e.kind())
     }
 
