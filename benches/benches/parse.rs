@@ -7,7 +7,7 @@
 //! * `copy_only`: the harness alone (see below).
 //! * `utf8_only`: `std::str::from_utf8` over the frame: what checking UTF-8
 //!   alone costs with std, shown on its own. Every strategy checks it; the
-//!   envelope does so up front with `simdutf8` (vectorised, cheaper on
+//!   parser does so up front with `simdutf8` (vectorised, cheaper on
 //!   non-ASCII text), serde_json and simd-json while they parse.
 //! * `value`: `serde_json::from_slice::<serde_json::Value>`: the whole
 //!   message built as a tree, classified, and dropped (freeing the tree is
@@ -30,7 +30,7 @@
 //! shape) pushed through [`Framer::push`] in 64 KiB chunks (one pipe read),
 //! each frame classified:
 //!
-//! * `framer_envelope`: `Framer::push` + `envelope::parse`, on the stream as
+//! * `framer_envelope`: `Framer::push` + `mcp_framer_jsonrpc::parse`, on the stream as
 //!   is (read-only, no copy);
 //! * `framer_simd`: `Framer::push` + `parse_in_place` on a copy of each
 //!   frame in a reused buffer (simd-json rewrites what it parses; the framer
@@ -88,7 +88,7 @@ fn shapes() -> Vec<Shape> {
 }
 
 /// The kind of a message built as a `serde_json::Value`, by the same rules
-/// as the envelope (so `value` does the same job).
+/// as the parser (so `value` does the same job).
 fn value_kind(value: &Value) -> Kind {
     let object = value.as_object().expect("an object");
     assert_eq!(object.get("jsonrpc").and_then(Value::as_str), Some("2.0"));

@@ -9,13 +9,13 @@
 //!
 //! Strategies (see `readers`): `raw-drain` (read and discard: the physical
 //! limit), `framer-blocking` (this crate's framer, `Framer::read_from`),
-//! `envelope-blocking` (the same loop with `envelope::parse` on each frame,
+//! `envelope-blocking` (the same loop with `mcp_framer_jsonrpc::parse` on each frame,
 //! in place: what validating costs without tokio, a copy or a queue),
 //! `host-reader` (the host transport's tokio reader task,
-//! `mcp_framer_stdio::host::Reader`: framing, envelope classification, one copy per
+//! `mcp_framer_stdio::host::Reader`: framing, parsing, one copy per
 //! message, a bounded queue to a consumer task that counts, taking up to 256
 //! messages per wake-up with `recv_many`), `framer-task`
-//! (the same task and queue with framing only, no envelope: what the
+//! (the same task and queue with framing only, no parsing: what the
 //! classification costs),
 //! `framedread-lines` (tokio-util `FramedRead` + `LinesCodec`) and
 //! `read-until` (`BufReader::read_until`). `…+pipe1MiB` runs the child with

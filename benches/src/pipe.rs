@@ -62,7 +62,7 @@ impl FromStr for Shape {
     }
 }
 
-/// The `notifications/message` envelope around [`notification`]'s data.
+/// The `notifications/message` message around [`notification`]'s data.
 const NOTE_HEAD: &str =
     r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"bench","data":"#;
 const NOTE_TAIL: &str = "}}";

@@ -83,7 +83,7 @@ fn a_parent_that_never_reads_stdout_deadlocks_the_server() {
     let last = report::last(&stderr, hostile::BACKPRESSURE).expect("a backpressure report");
     let (done, len) =
         (last["frame_done"].as_u64().expect("frame_done"), last["frame_len"].as_u64().expect("frame_len"));
-    assert!(len > EIGHT_MIB as u64, "the frame holds the 8 MiB text plus its envelope: {last}");
+    assert!(len > EIGHT_MIB as u64, "the frame holds the 8 MiB text plus the rest of its message: {last}");
     assert!(done < len, "the child must not have finished writing: {last}");
     assert!(last["blocked_ms"].as_u64().expect("blocked_ms") >= 50, "{last}");
     assert_eq!(report::last(&stderr, hostile::STATS), None, "the child must not have finished: {stderr}");

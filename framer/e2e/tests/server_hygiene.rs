@@ -12,7 +12,7 @@ use mcp_framer_e2e::lib_server::report as lib_server;
 use mcp_framer_e2e::report;
 use mcp_framer_e2e::support::eventually;
 use mcp_framer_e2e::support::proc::live_group_members;
-use mcp_framer_jsonrpc::{self as envelope, Kind};
+use mcp_framer_jsonrpc::Kind;
 use serde_json::{Value, json};
 use server_support::{Fixture, SECOND_REQUEST};
 
@@ -23,7 +23,7 @@ fn assert_only_protocol(frames: &[server_support::Frame]) {
     for frame in frames {
         let value = frame.json();
         let bytes = serde_json::to_vec(value).unwrap();
-        let message = envelope::parse(&bytes).unwrap_or_else(|e| panic!("not JSON-RPC: {e}: {value}"));
+        let message = mcp_framer_jsonrpc::parse(&bytes).unwrap_or_else(|e| panic!("not JSON-RPC: {e}: {value}"));
         assert!(matches!(message.kind(), Kind::Response | Kind::ErrorResponse | Kind::Notification), "{value}");
     }
 }

@@ -15,7 +15,7 @@
 //! The checks that speak well-formed JSON-RPC drive the server through the
 //! host transport's [`Session`](mcp_framer_stdio::host::Session); the ones
 //! that must write arbitrary bytes or stop reading stdout use a small raw
-//! pipe layer ([`raw`]) built on the same core framer and envelope.
+//! pipe layer ([`raw`]) built on the same core framer and parser.
 //!
 //! The library exposes [`run`] and the report types so tools can embed the
 //! probe; the binary is a thin wrapper around [`main`].

@@ -3,7 +3,7 @@
 //! offer: writing arbitrary bytes (invalid UTF-8, a request one byte at a
 //! time, a request split across `\r\n`), and stopping reading stdout for a
 //! while. Frames are split by the core [`Framer`] and classified by the
-//! [envelope](mcp_framer_jsonrpc::parse), like the host does; stderr is
+//! [parser](mcp_framer_jsonrpc::parse), like the host does; stderr is
 //! drained and counted.
 
 use std::io;

@@ -1,5 +1,5 @@
 //! MCP's stdio transport on tokio, built on the [`mcp_framer`] core and the
-//! [`mcp_framer_jsonrpc`] envelope.
+//! [`mcp_framer_jsonrpc`] parser.
 //!
 //! stdio is a bounded byte pipe (64 KiB on Linux), not a message bus: a host
 //! that stops reading a server's stdout makes the server block in `write()`

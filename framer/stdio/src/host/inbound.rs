@@ -14,7 +14,7 @@ use tokio::sync::mpsc::{self, error::TryRecvError};
 use super::config::DEFAULT_EXCERPT;
 use crate::bound::Held;
 use crate::{Keep, Preview};
-use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
+use mcp_framer_jsonrpc::{Id, Kind, Message, OwnedId, ParseError};
 
 /// A message received from the server, owning a copy of its frame.
 ///
@@ -23,7 +23,7 @@ use mcp_framer_jsonrpc::{EnvelopeError, Id, Kind, Message, OwnedId};
 /// are copied into one shared buffer and handed over as one batch, each
 /// [`Received`] a range of it (the buffer is freed when the last of them is
 /// dropped). The routing fields were parsed by
-/// [`envelope::parse`](mcp_framer_jsonrpc::parse); the payload (`params`,
+/// [`mcp_framer_jsonrpc::parse`]; the payload (`params`,
 /// `result` or `error`) was checked to be well-formed JSON but not built:
 /// [`payload`](Received::payload) returns its raw text, a slice of the frame,
 /// and [`deserialize_payload`](Received::deserialize_payload) builds whatever
@@ -77,11 +77,7 @@ impl Head {
     /// allocation unless the method has escapes or the id is a string.
     pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Head {
         let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
-        debug_assert_eq!(
-            payload.is_some(),
-            message.payload().is_some(),
-            "the envelope borrows payloads from the frame"
-        );
+        debug_assert_eq!(payload.is_some(), message.payload().is_some(), "the parser borrows payloads from the frame");
         Head {
             frame: 0..frame.len(),
             kind: message.kind(),
@@ -186,7 +182,7 @@ impl Received {
     /// The method (requests and notifications).
     pub fn method(&self) -> Option<&str> {
         match self.head.method.as_ref()? {
-            // The envelope checked the frame is UTF-8: this re-checks only the
+            // The parser checked the frame is UTF-8: this re-checks only the
             // method's few bytes.
             Text::InFrame(range) => std::str::from_utf8(&self.frame()[range.clone()]).ok(),
             Text::Decoded(method) => Some(method),
@@ -196,7 +192,7 @@ impl Received {
     /// The raw JSON text of `params` (if present), `result` or `error`,
     /// exactly as the server wrote it.
     pub fn payload(&self) -> Option<&str> {
-        // The envelope checked that the whole frame is UTF-8, so this only
+        // The parser checked that the whole frame is UTF-8, so this only
         // re-checks the payload's bytes (vectorised: payloads can be large).
         let range = self.head.payload.clone();
         if range.is_empty() { None } else { simdutf8::basic::from_utf8(&self.frame()[range]).ok() }
@@ -283,8 +279,8 @@ pub enum SkippedFrame {
     /// UTF-8, a batch, a wrong `jsonrpc`...). The host never answers it: an
     /// error reply to a broken response is how reply storms start.
     Invalid {
-        /// Why the envelope rejected it.
-        error: EnvelopeError,
+        /// Why the parser rejected it.
+        error: ParseError,
         /// The frame's length in bytes.
         len: usize,
         /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).

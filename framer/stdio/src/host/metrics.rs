@@ -141,7 +141,7 @@ pub struct MetricsSnapshot {
     pub stdout_bytes: u64,
     /// Length in bytes of the largest complete frame (at most the limit).
     pub largest_frame: u64,
-    /// Frames the JSON-RPC envelope rejected (malformed JSON, non-object,
+    /// Frames the JSON-RPC parser rejected (malformed JSON, non-object,
     /// invalid UTF-8, wrong or missing `"jsonrpc": "2.0"`, no usable id or
     /// method). Includes `non_json_lines`.
     pub parse_errors: u64,

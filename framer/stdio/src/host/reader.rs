@@ -21,7 +21,7 @@ use super::writer::Writer;
 use crate::counter::{add, bump};
 use crate::{Keep, Preview};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
-use mcp_framer_jsonrpc::{EnvelopeError as ParseError, Kind, METHOD_NOT_FOUND, OVERLOADED, OwnedId};
+use mcp_framer_jsonrpc::{Kind, METHOD_NOT_FOUND, OVERLOADED, OwnedId, ParseError};
 
 /// Where a session's reader hands responses: the request table of the layer
 /// above ([`Session`](super::Session)). The reader calls it only once every

@@ -29,7 +29,7 @@ pub struct CancelCounts {
 pub struct ServeReport {
     /// The stdin framer's byte accounting.
     pub framer: Stats,
-    /// Requests received (valid envelopes with an id).
+    /// Requests received (valid messages with an id).
     pub requests: u64,
     /// Notifications received.
     pub notifications: u64,

@@ -26,7 +26,7 @@ use super::{PROTOCOL_VERSIONS, Server};
 use crate::counter::{add, bump};
 use crate::preview::{MESSAGE_BYTES, clip, excerpt};
 use mcp_framer::{Event, Framer};
-use mcp_framer_jsonrpc::{self as envelope, Encoder, Id, Message, OwnedId, RawJson};
+use mcp_framer_jsonrpc::{Encoder, Id, Message, OwnedId, RawJson};
 
 /// `tools/call` params, borrowed from the frame.
 #[derive(Deserialize)]
@@ -330,7 +330,7 @@ impl Session<'_> {
                 bump(&self.counters.oversize);
                 tracing::warn!(len, max = max_frame, "oversize message discarded");
                 let message = format!("message of {len} bytes exceeds the transport limit of {max_frame} bytes");
-                Some(encode_error(None, &RpcError::new(envelope::INVALID_REQUEST, message), self.max()))
+                Some(encode_error(None, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message), self.max()))
             }
             Event::Truncated { len, oversize: true } => {
                 bump(&self.counters.oversize);
@@ -339,7 +339,7 @@ impl Session<'_> {
                     "message of at least {len} bytes (cut off by the end of stdin) exceeds the transport limit \
                      of {max_frame} bytes"
                 );
-                Some(encode_error(None, &RpcError::new(envelope::INVALID_REQUEST, message), self.max()))
+                Some(encode_error(None, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message), self.max()))
             }
             Event::Truncated { len, oversize: false } => {
                 tracing::warn!(len, "stdin ended inside a message; its bytes were dropped");
@@ -356,7 +356,7 @@ impl Session<'_> {
             tracing::debug!(len = frame.len(), "blank line skipped");
             return None;
         }
-        match envelope::parse(frame) {
+        match mcp_framer_jsonrpc::parse(frame) {
             Err(err) => {
                 bump(&self.counters.malformed);
                 tracing::warn!(code = err.code(), id = ?err.id(), %err, "malformed message");
@@ -402,14 +402,14 @@ impl Session<'_> {
                 "request id {} is already in flight; this duplicate was not processed",
                 excerpt(&id.to_string())
             );
-            return Some(encode_error(None, &RpcError::new(envelope::INVALID_REQUEST, message), self.max()));
+            return Some(encode_error(None, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message), self.max()));
         }
         match method {
             "initialize" if self.initialize_id.is_some() => {
                 bump(&self.counters.repeated_initialize);
                 tracing::warn!(id = %id, "initialize received twice");
                 let message = "initialize was already received in this session";
-                self.reply_error(&id, &RpcError::new(envelope::INVALID_REQUEST, message))
+                self.reply_error(&id, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message))
             }
             "initialize" => {
                 let asked = params
@@ -426,7 +426,10 @@ impl Session<'_> {
                 bump(&self.counters.unknown_methods);
                 let method = excerpt(method);
                 tracing::debug!(id = %excerpt(&id.to_string()), %method, "unknown method");
-                self.reply_error(&id, &RpcError::new(envelope::METHOD_NOT_FOUND, format!("method not found: {method}")))
+                self.reply_error(
+                    &id,
+                    &RpcError::new(mcp_framer_jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}")),
+                )
             }
         }
     }
