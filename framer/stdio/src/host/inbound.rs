@@ -272,7 +272,7 @@ pub enum SkippedFrame {
     NotJson {
         /// The line's length in bytes.
         len: usize,
-        /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).
+        /// Its first bytes (at most [`SessionConfig::excerpt`](super::SessionConfig::excerpt)).
         excerpt: Preview,
     },
     /// A frame that is not a valid JSON-RPC message (malformed JSON, invalid
@@ -283,7 +283,7 @@ pub enum SkippedFrame {
         error: ParseError,
         /// The frame's length in bytes.
         len: usize,
-        /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).
+        /// Its first bytes (at most [`SessionConfig::excerpt`](super::SessionConfig::excerpt)).
         excerpt: Preview,
     },
     /// Stdout closed in the middle of a frame; the partial frame is never
