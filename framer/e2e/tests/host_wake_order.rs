@@ -14,7 +14,7 @@ mod host_support;
 use std::process::Command;
 use std::time::Duration;
 
-use host_support::{config, fixture, tool};
+use host_support::{config, fixture, spawn_busy_reader, tool};
 use mcp_framer_e2e::support;
 use mcp_framer_stdio::host::{CloseReason, RequestError, Session};
 use serde_json::json;
@@ -90,12 +90,7 @@ async fn the_end_of_the_session_is_published_before_its_requests_fail() {
 async fn a_stall_wakes_its_requests_after_the_write_error_is_counted() {
     support::watchdog(Duration::from_secs(60), "stalls", async {
         for _ in 0..5 {
-            let write_timeout = Duration::from_millis(200);
-            let (session, _inbound) =
-                Session::spawn(fixture(&["--dispatch", "inline"]), config().with_write_timeout(write_timeout))
-                    .expect("spawn");
-            let slow = tool("slow_stream", json!({"chunks": 40, "interval_ms": 100, "chunk_bytes": 64}));
-            let stream = session.start("tools/call", &slow).await.expect("sent");
+            let (session, _inbound, stream) = spawn_busy_reader(Duration::from_millis(200)).await;
             let big = tool("echo", json!({"text": "x".repeat(1 << 20)}));
             let stalled = session.request("tools/call", &big).await;
             assert!(matches!(stalled, Err(RequestError::Write(_))), "{stalled:?}");
