@@ -526,4 +526,34 @@ mod tests {
         assert!(debug.len() < 400, "{debug}");
         assert!(debug.contains(&format!("total_bytes: {}", frame.len())), "{debug}");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_queue_is_a_stream_of_the_batches_items_in_order() {
+        use futures_core::Stream;
+
+        let note = |n: u8| {
+            let frame = format!(r#"{{"jsonrpc":"2.0","method":"n{n}"}}"#).into_bytes();
+            let message = parse(&frame).unwrap();
+            Inbound::Notification(Received::copied(&frame, Head::new(&frame, &message)))
+        };
+        let (tx, mut queue) = inbound_channel();
+        let sender = tokio::spawn(async move {
+            for batch in 0..50u8 {
+                let items = (0..4).map(|i| note(batch * 4 + i)).collect();
+                tx.0.send(Sent { items, held: None }).unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut seen = Vec::new();
+        while let Some(item) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut queue).poll_next(cx)).await {
+            let Inbound::Notification(received) = item else { panic!("{item:?}") };
+            seen.push(received.method().unwrap().to_owned());
+            if seen.len() % 4 == 1 {
+                assert_eq!(queue.size_hint().0, 3, "the rest of the batch is known");
+            }
+        }
+        sender.await.unwrap();
+        let expected: Vec<String> = (0..200).map(|n| format!("n{n}")).collect();
+        assert_eq!(seen, expected, "every item, in order, then the end");
+    }
 }
