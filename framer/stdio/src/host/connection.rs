@@ -279,19 +279,3 @@ impl Drop for Connection {
     }
 }
 
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn sizes() {
-        use super::*;
-        let (tx, _rx) = inbound_channel();
-        let reader = Reader::new(&SessionConfig::default(), tx);
-        let fut = reader.run(tokio::io::empty());
-        eprintln!("reader future: {}", std::mem::size_of_val(&fut));
-        let fut = drain_stderr(tokio::io::empty(), Arc::new(StderrTail::new(10)), Arc::default(), crate::host::StderrLog::Off);
-        eprintln!("stderr future: {}", std::mem::size_of_val(&fut));
-        eprintln!("metrics: {}", std::mem::size_of::<Metrics>());
-        eprintln!("supervisor: {}", std::mem::size_of::<Supervisor>());
-        eprintln!("framer: {}", std::mem::size_of::<mcp_framer::Framer>());
-    }
-}
