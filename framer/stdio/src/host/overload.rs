@@ -97,7 +97,9 @@ impl Dispatch {
             held = self.bytes.try_acquire(cost);
         }
         if held.is_none() {
-            held = self.wait_for_room(cost).await;
+            // Boxed: the overload path's timer and semaphore wait would
+            // otherwise sit in every reader's state, overloaded or not.
+            held = Box::pin(self.wait_for_room(cost)).await;
         }
         let Some(held) = held else {
             return match (self.policy, &item) {

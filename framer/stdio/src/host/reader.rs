@@ -345,7 +345,7 @@ impl Reader {
                             self.publish(framer);
                             responses.response(received, &self.metrics);
                         }
-                        _ => self.deliver(inbound(received)).await?,
+                        _ => self.deliver_one(inbound(received)).await?,
                     }
                 }
                 Ok(Some(Event::OversizeStarted { seen })) => {
@@ -376,7 +376,7 @@ impl Reader {
                         // It stands for a response: delivered like one.
                         None if id.is_some() => {
                             self.flush().await?;
-                            self.deliver(Inbound::Skipped(report)).await?;
+                            self.deliver_one(Inbound::Skipped(report)).await?;
                         }
                         None => self.batch.items.push(Item::Skipped(report)),
                     }
@@ -433,13 +433,20 @@ impl Reader {
         }
         for item in items {
             match item {
-                Item::Message(head) => self.deliver(inbound(Received::copied_out(&bytes, head))).await?,
+                Item::Message(head) => self.deliver_one(inbound(Received::copied_out(&bytes, head))).await?,
                 Item::Skipped(skipped) => {
                     self.dispatch.offer_report(Inbound::Skipped(skipped));
                 }
             }
         }
         Ok(())
+    }
+
+    /// [`deliver`](Reader::deliver), boxed: one item at a time is the slow
+    /// path (a batch that does not fit, a large frame), and its state would
+    /// otherwise sit in every reader's future.
+    async fn deliver_one(&mut self, item: Inbound) -> Result<(), ReaderEnd> {
+        Box::pin(self.deliver(item)).await
     }
 
     /// Offers one item to the queue and carries out the verdict.
