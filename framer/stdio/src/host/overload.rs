@@ -13,7 +13,7 @@ use super::config::{Overload, OverloadPolicy};
 use super::inbound::{ITEM_OVERHEAD, Inbound, Sent};
 use super::metrics::Metrics;
 use crate::bound::{ByteBound, Held};
-use crate::counter::bump;
+use crate::counter::{add, bump, undo};
 
 /// How many times the reader yields to the runtime, letting the application
 /// run, before a message that does not fit gets the policy. A consumer that
@@ -109,9 +109,15 @@ impl Dispatch {
                 _ => Verdict::Drop(item),
             };
         };
+        // Counted before it is queued: whoever takes it sees it counted.
+        let message = u64::from(!matches!(item, Inbound::Skipped(_)));
+        add(&self.metrics.delivered, message);
         match self.queue.send(sent(item, held)) {
             Ok(()) => Verdict::Queued,
-            Err(mut closed) => Verdict::Unconsumed(closed.0.items.pop().expect("one item")),
+            Err(mut closed) => {
+                undo(&self.metrics.delivered, message);
+                Verdict::Unconsumed(closed.0.items.pop().expect("one item"))
+            }
         }
     }
 
@@ -166,9 +172,14 @@ impl Dispatch {
     }
 
     /// Sends a batch [`reserve_batch`](Dispatch::reserve_batch) made room
-    /// for; gives it back if the receiver is gone.
-    pub(crate) fn send_batch(&mut self, batch: Sent) -> Result<(), Sent> {
-        self.queue.send(batch).map_err(|e| e.0)
+    /// for, its `messages` counted as delivered first (whoever takes them
+    /// sees them counted); gives it back if the receiver is gone.
+    pub(crate) fn send_batch(&mut self, batch: Sent, messages: u64) -> Result<(), Sent> {
+        add(&self.metrics.delivered, messages);
+        self.queue.send(batch).map_err(|e| {
+            undo(&self.metrics.delivered, messages);
+            e.0
+        })
     }
 
     /// Queues a report only if there is room right now (reports are also

@@ -18,7 +18,7 @@ use super::outgoing;
 use super::overload::{Dispatch, Verdict};
 use super::recover::IdWatch;
 use super::writer::Writer;
-use crate::counter::{add, bump};
+use crate::counter::bump;
 use crate::{Keep, Preview};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
 use mcp_framer_jsonrpc::{Kind, METHOD_NOT_FOUND, OVERLOADED, OwnedId, ParseError};
@@ -119,8 +119,9 @@ pub struct ReaderReport {
 /// the [`Overload`](super::Overload) rules. The application takes them one
 /// by one ([`InboundQueue::recv`](super::InboundQueue::recv)) or many at a
 /// time ([`InboundQueue::recv_many`](super::InboundQueue::recv_many)). The
-/// [metrics](Reader::metrics) are published once per read, and before anyone
-/// is woken.
+/// [metrics](Reader::metrics) are published once per read, and before every
+/// hand-off: a message taken from the queue, or a woken requester, is
+/// already counted (in `frames`, `stdout_bytes` and `delivered`).
 ///
 /// A [`Connection`](super::Connection) runs one on the child's stdout. It can
 /// also run on any [`AsyncRead`], which is how benchmarks measure the host's
@@ -337,14 +338,12 @@ impl Reader {
                         Received::copied(frame, head)
                     };
                     // What came before it on stdout is queued and counted
-                    // first, and the metrics are published before a
-                    // requester wakes.
-                    self.flush().await?;
+                    // first, and the metrics are published before anyone
+                    // sees it.
+                    self.flush(framer).await?;
+                    self.publish(framer);
                     match &self.responses {
-                        Some(responses) if routed => {
-                            self.publish(framer);
-                            responses.response(received, &self.metrics);
-                        }
+                        Some(responses) if routed => responses.response(received, &self.metrics),
                         _ => self.deliver_one(inbound(received)).await?,
                     }
                 }
@@ -368,14 +367,15 @@ impl Reader {
                             if id.is_some() {
                                 // Its requester may wake: its report and what
                                 // came before are handed over first.
-                                self.flush().await?;
+                                self.flush(framer).await?;
                                 self.publish(framer);
                             }
                             responses.oversize(id.as_ref(), len, max, &self.metrics);
                         }
                         // It stands for a response: delivered like one.
                         None if id.is_some() => {
-                            self.flush().await?;
+                            self.flush(framer).await?;
+                            self.publish(framer);
                             self.deliver_one(Inbound::Skipped(report)).await?;
                         }
                         None => self.batch.items.push(Item::Skipped(report)),
@@ -393,16 +393,18 @@ impl Reader {
                 }
             }
         };
-        self.flush().await?;
+        self.flush(framer).await?;
         end
     }
 
     /// Hands the batch over: in one queue operation if it all fits now,
-    /// else item by item under the overload rules.
-    async fn flush(&mut self) -> Result<(), ReaderEnd> {
+    /// else item by item under the overload rules. The framer's counts are
+    /// published first, so whoever takes an item sees it counted.
+    async fn flush(&mut self, framer: &Framer) -> Result<(), ReaderEnd> {
         if self.batch.items.is_empty() {
             return Ok(());
         }
+        self.publish(framer);
         let Batch { bytes, items, messages } = std::mem::take(&mut self.batch);
         if !self.dispatch.is_closed()
             && let Some(held) = self.dispatch.reserve_batch(items.len(), bytes.len())
@@ -422,11 +424,8 @@ impl Reader {
                 })
                 .collect();
             drop(frames);
-            match self.dispatch.send_batch(Sent { items, held }) {
-                Ok(()) => {
-                    add(&self.metrics.delivered, messages as u64);
-                    self.dispatch.after_delivery().await;
-                }
+            match self.dispatch.send_batch(Sent { items, held }, messages as u64) {
+                Ok(()) => self.dispatch.after_delivery().await,
                 Err(sent) => sent.items.into_iter().for_each(|item| self.unconsumed(item)),
             }
             return Ok(());
@@ -451,14 +450,8 @@ impl Reader {
 
     /// Offers one item to the queue and carries out the verdict.
     async fn deliver(&mut self, item: Inbound) -> Result<(), ReaderEnd> {
-        let message = !matches!(item, Inbound::Skipped(_));
         match self.dispatch.offer(item).await {
-            Verdict::Queued => {
-                if message {
-                    bump(&self.metrics.delivered);
-                }
-                self.dispatch.after_delivery().await;
-            }
+            Verdict::Queued => self.dispatch.after_delivery().await,
             Verdict::Unconsumed(item) => self.unconsumed(item),
             Verdict::End => return Err(ReaderEnd::Overloaded),
             Verdict::Reject(item) => self.reject(item),
