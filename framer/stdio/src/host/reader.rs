@@ -668,8 +668,9 @@ mod tests {
         let routed = tokio::time::timeout(Duration::from_secs(10), &mut reply).await.unwrap().unwrap().unwrap();
         assert_eq!(routed.frame(), response.as_bytes());
         let m = metrics.snapshot();
-        assert_eq!(m.delivered, 2, "both notifications before it were counted");
-        assert_eq!((m.frames, m.stdout_bytes), (3, input.len() as u64), "the framer's counts were published");
+        assert!(m.delivered >= 2, "both notifications before it were counted: {m:?}");
+        // The reader may have gone on to the notification after it by now.
+        assert!(m.frames >= 3 && m.stdout_bytes == input.len() as u64, "the framer's counts were published: {m:?}");
         assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
         assert!(matches!(rx.recv().await, Some(Inbound::Notification(_))));
         drop(server);
