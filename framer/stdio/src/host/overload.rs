@@ -247,7 +247,7 @@ mod tests {
         let frame = format!(r#"{{"jsonrpc":"2.0","method":"n","params":{{"n":"{n:03}"}}}}"#);
         let frame = frame.as_bytes();
         let message = mcp_framer_jsonrpc::parse(frame).unwrap();
-        Inbound::Notification(Received::copied(frame, Head::new(frame, &message)))
+        Inbound::Notification(Received::copied(frame, Head::new(0, frame, &message)))
     }
 
     /// What one `note` costs.
@@ -416,7 +416,7 @@ mod tests {
         assert!(matches!(dispatch.offer(note(2)).await, Verdict::Drop(_)), "Reject drops what is not a request");
         let request = br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage"}"#;
         let message = mcp_framer_jsonrpc::parse(request).unwrap();
-        let request = Inbound::Request(Received::copied(request, Head::new(request, &message)));
+        let request = Inbound::Request(Received::copied(request, Head::new(0, request, &message)));
         assert!(matches!(dispatch.offer(request).await, Verdict::Reject(Inbound::Request(_))));
         dispatch.policy = OverloadPolicy::EndSession;
         assert!(matches!(dispatch.offer(note(3)).await, Verdict::End));

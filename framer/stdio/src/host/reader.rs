@@ -21,7 +21,7 @@ use super::writer::Writer;
 use crate::counter::bump;
 use crate::{Keep, Preview};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
-use mcp_framer_jsonrpc::{Kind, METHOD_NOT_FOUND, OVERLOADED, OwnedId, ParseError};
+use mcp_framer_jsonrpc::{Kind, METHOD_NOT_FOUND, Message, OVERLOADED, OwnedId, ParseError};
 
 /// Where a session's reader hands responses: the request table of the layer
 /// above ([`Session`](super::Session)). The reader calls it only once every
@@ -180,14 +180,24 @@ enum Item {
     Skipped(SkippedFrame),
 }
 
+impl Item {
+    /// A report; a batch without messages holds nothing else.
+    fn into_report(self) -> Inbound {
+        match self {
+            Item::Skipped(skipped) => Inbound::Skipped(skipped),
+            Item::Message(_) => unreachable!("a batch without messages holds reports only"),
+        }
+    }
+}
+
 impl Batch {
-    /// Copies `frame` in, with the routing fields `head` parsed from it;
+    /// Copies `frame` in and keeps the routing fields of its `message`;
     /// `hint`: the bytes the read left in the framer, to size the buffer once.
-    fn push(&mut self, frame: &[u8], head: Head, hint: usize) {
+    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize) {
         if self.bytes.capacity() == 0 {
             self.bytes.reserve(hint.max(frame.len()));
         }
-        let head = head.at(self.bytes.len());
+        let head = Head::new(self.bytes.len(), frame, message);
         self.bytes.extend_from_slice(frame);
         self.items.push(Item::Message(head));
         self.messages += 1;
@@ -316,23 +326,24 @@ impl Reader {
             match framer.next_event() {
                 Ok(None) => break Ok(()),
                 Ok(Some(Event::Frame(frame))) => {
-                    let head = match mcp_framer_jsonrpc::parse(frame) {
-                        Ok(message) => Head::new(frame, &message),
+                    let message = match mcp_framer_jsonrpc::parse(frame) {
+                        Ok(message) => message,
                         Err(error) => {
                             self.skip_invalid(frame, error);
                             continue;
                         }
                     };
                     let routed =
-                        self.responses.is_some() && matches!(head.kind(), Kind::Response | Kind::ErrorResponse);
-                    let large = head.len() > take_above;
+                        self.responses.is_some() && matches!(message.kind(), Kind::Response | Kind::ErrorResponse);
+                    let large = frame.len() > take_above;
                     if !routed && !large {
-                        self.batch.push(frame, head, hint);
+                        self.batch.push(frame, &message, hint);
                         continue;
                     }
+                    let (len, head) = (frame.len(), Head::new(0, frame, &message));
                     let received = if large {
                         let (storage, at) =
-                            framer.take_frame(head.len()).expect("the reader's frames are in the framer's buffer");
+                            framer.take_frame(len).expect("the reader's frames are in the framer's buffer");
                         Received::owned(storage, at.start, head)
                     } else {
                         Received::copied(frame, head)
@@ -411,19 +422,19 @@ impl Reader {
         {
             // The messages' shared buffer holds the batch's bytes; a batch of
             // reports only holds them until taken.
-            let (frames, held) = match messages {
-                0 => (None, Some(held)),
-                _ => (Some(Frames::new(bytes, Some(held))), None),
+            let (items, held) = if messages == 0 {
+                (items.into_iter().map(Item::into_report).collect(), Some(held))
+            } else {
+                let frames = Frames::new(bytes, Some(held));
+                let items = items
+                    .into_iter()
+                    .map(|item| match item {
+                        Item::Message(head) => inbound(Received::in_frames(&frames, head)),
+                        Item::Skipped(skipped) => Inbound::Skipped(skipped),
+                    })
+                    .collect();
+                (items, None)
             };
-            let items = items
-                .into_iter()
-                .map(|item| match (item, &frames) {
-                    (Item::Message(head), Some(frames)) => inbound(Received::in_frames(frames, head)),
-                    (Item::Skipped(skipped), _) => Inbound::Skipped(skipped),
-                    (Item::Message(_), None) => unreachable!("a batch with messages has their buffer"),
-                })
-                .collect();
-            drop(frames);
             match self.dispatch.send_batch(Sent { items, held }, messages as u64) {
                 Ok(()) => self.dispatch.after_delivery().await,
                 Err(sent) => sent.items.into_iter().for_each(|item| self.unconsumed(item)),
