@@ -115,6 +115,7 @@
 //! # }
 //! ```
 
+mod handshake;
 mod inbound;
 mod metrics;
 mod outgoing;
@@ -126,6 +127,10 @@ mod stderr;
 mod supervisor;
 mod writer;
 
+pub use handshake::{
+    Era, HandshakeError, HandshakeOptions, Handshaken, MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION, handshake,
+    with_meta,
+};
 pub use inbound::{Inbound, InboundQueue, InboundSender, Received, SkippedFrame, inbound_channel};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use overload::{
