@@ -1,175 +1,178 @@
-//! The command line: every limit and every time is a flag with a default.
+//! The command line: every limit and every time is a flag with a default;
+//! [`Args::into_options`] turns it into the library's [`Options`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 
-use crate::checks::CheckId;
+use crate::check_id::CheckId;
+use crate::options::{FailOn, Limits, Options, ToolSpec, parse_duration, parse_size, parse_tool};
 
 /// Check an MCP stdio server against the transport's release criteria.
 ///
 /// Runs the server (everything after `--`) once per check, sends it the
 /// inputs that wedge careless servers, and reports PASS / WARN / FAIL / SKIP
-/// per check with the evidence. Exit status: 0 when no check FAILs, 1 when
-/// one does, 2 on a usage error or a server that could not be started.
+/// per check with the evidence. Exit status: 0 when no check FAILs (with
+/// `--fail-on warn`: none WARNs either), 1 when one does, 2 on a usage error
+/// (a `--large`/`--slow` tool the server does not list included) or a server
+/// that could not be started.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "mcp-probe", version, about, long_about = None)]
 #[command(after_help = "Checks: 1 stdout-hygiene, 2 handshake, 3 bad-input, 4 request-size, 5 framing, \
 6 response-limits, 7 backpressure, 8 cancellation, 9 shutdown.\n\
 Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
 Example: mcp-probe --large 'dump {\"bytes\":4000000}' --slow 'count {\"seconds\":10}' -- python server.py")]
-pub struct Args {
-    /// Write the report as JSON (schema `mcp-probe-report`, version 1) to FILE.
+pub(crate) struct Args {
+    /// List the server's tools with their input schemas (and which look
+    /// suitable for --large and --slow), then exit.
+    #[arg(long)]
+    pub(crate) list_tools: bool,
+    /// What makes the exit status 1: a FAIL (default), or a WARN too.
+    #[arg(long, default_value = "fail", value_name = "fail|warn")]
+    pub(crate) fail_on: FailOn,
+    /// The protocol era: `auto` probes with `server/discover` and falls back
+    /// to `initialize`; `modern` and `legacy` use that era only.
+    #[arg(long, default_value = "auto", value_parser = parse_era, value_name = "auto|modern|legacy")]
+    pub(crate) era: EraArg,
+    /// Write the report as JSON (schema `mcp-probe-report`, version 2) to FILE.
     #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Run only these checks (names or numbers, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
-    pub only: Vec<CheckId>,
+    pub(crate) only: Vec<CheckId>,
     /// Skip these checks (names or numbers, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
-    pub skip: Vec<CheckId>,
+    pub(crate) skip: Vec<CheckId>,
     /// A tool whose result is large (checks 6 and 7): its name, then its JSON arguments.
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
-    pub large: Option<ToolSpec>,
-    /// A tool that runs for a while, ideally sending progress (check 8): its name, then its JSON arguments.
+    pub(crate) large: Option<ToolSpec>,
+    /// A tool that runs for a while, ideally sending progress (checks 8 and 9): its name, then its JSON arguments.
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
-    pub slow: Option<ToolSpec>,
-    /// The protocol version offered in `initialize`.
-    #[arg(long, default_value = "2025-06-18")]
-    pub protocol_version: String,
+    pub(crate) slow: Option<ToolSpec>,
+    /// The protocol version offered in `initialize` (legacy era).
+    #[arg(long, default_value = "2025-11-25")]
+    pub(crate) protocol_version: String,
     /// How long `initialize` may take to be answered.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub init_timeout: Duration,
+    pub(crate) init_timeout: Duration,
     /// How long any other request may take to be answered (tool calls included).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub step_timeout: Duration,
+    pub(crate) step_timeout: Duration,
     /// How long a `ping` may take after an incident before the server counts as deaf.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub ping_timeout: Duration,
+    pub(crate) ping_timeout: Duration,
     /// How long to wait for the reply to each bad input (check 3).
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
-    pub reply_wait: Duration,
+    pub(crate) reply_wait: Duration,
     /// Most pages of `tools/list` followed (check 2).
     #[arg(long, default_value_t = 100)]
-    pub max_pages: u32,
+    pub(crate) max_pages: u32,
     /// Smallest padded request (check 4).
     #[arg(long, default_value = "1KiB", value_parser = parse_size)]
-    pub min_request: usize,
-    /// Largest padded request (check 4).
-    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
-    pub max_request: usize,
+    pub(crate) min_request: usize,
+    /// Largest padded request (check 4); raise it to look for a limit above 16 MiB.
+    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    pub(crate) max_request: usize,
     /// Bisection steps between the largest answered and the first failed size (check 4).
     #[arg(long, default_value_t = 6)]
-    pub bisect_steps: u32,
+    pub(crate) bisect_steps: u32,
     /// Delay between the bytes of the request written one byte at a time (check 5).
     #[arg(long, default_value = "2ms", value_parser = parse_duration)]
-    pub byte_delay: Duration,
+    pub(crate) byte_delay: Duration,
     /// The probe's transport limit for the server's frames.
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
-    pub max_frame: usize,
+    pub(crate) max_frame: usize,
     /// How long the probe stops reading the server's stdout (check 7).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub pause: Duration,
+    pub(crate) pause: Duration,
     /// Bytes written to the server's stdin while its stdout is blocked (check 7;
     /// more than a pipe holds, so the write completes only if the server reads).
     #[arg(long, default_value = "256KiB", value_parser = parse_size)]
-    pub stdin_probe: usize,
+    pub(crate) stdin_probe: usize,
     /// How long the server may take to answer a `ping` once reading resumes (check 7).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub recover_timeout: Duration,
-    /// How long to wait for the slow tool's first progress notification (check 8).
+    pub(crate) recover_timeout: Duration,
+    /// How long to wait for the slow tool to show it runs: progress, output or a child process (checks 8, 9).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub slow_start: Duration,
-    /// Progress still allowed after the cancellation (in flight) (check 8).
+    pub(crate) slow_start: Duration,
+    /// Messages still allowed after the cancellation (in flight) (check 8).
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
-    pub cancel_grace: Duration,
-    /// How long to watch for progress after the grace (check 8).
+    pub(crate) cancel_grace: Duration,
+    /// How long to watch for messages and child processes after the grace (check 8).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub cancel_watch: Duration,
+    pub(crate) cancel_watch: Duration,
     /// How long the server may take to exit once its stdin is closed (check 9).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub exit_timeout: Duration,
+    pub(crate) exit_timeout: Duration,
     /// How long the server may take to exit after SIGTERM (check 9).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub term_timeout: Duration,
+    pub(crate) term_timeout: Duration,
     /// The most time one check may take, all its steps together.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
-    pub check_timeout: Duration,
+    pub(crate) check_timeout: Duration,
     /// Bytes of a line quoted as evidence.
     #[arg(long, default_value = "120B", value_parser = parse_size)]
-    pub excerpt: usize,
+    pub(crate) excerpt: usize,
     /// No progress display.
     #[arg(long, short)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
     /// The server command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "SERVER")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
-/// A tool to call: its name and its arguments.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolSpec {
-    /// The tool's name.
-    pub name: String,
-    /// Its arguments (a JSON object).
-    pub arguments: serde_json::Value,
-}
+/// `--era`: `None` is `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EraArg(pub(crate) Option<mcp_framer_stdio::host::Era>);
 
-impl std::fmt::Display for ToolSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.name, self.arguments)
+fn parse_era(text: &str) -> Result<EraArg, String> {
+    use mcp_framer_stdio::host::Era;
+    match text.trim() {
+        "auto" => Ok(EraArg(None)),
+        "modern" => Ok(EraArg(Some(Era::Modern))),
+        "legacy" => Ok(EraArg(Some(Era::Legacy))),
+        other => Err(format!("unknown era {other:?}: use auto, modern or legacy")),
     }
 }
 
-/// Parses `NAME` or `NAME {json object}`.
-pub fn parse_tool(text: &str) -> Result<ToolSpec, String> {
-    let text = text.trim();
-    let (name, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-    if name.is_empty() {
-        return Err("expected a tool name, then optionally its JSON arguments".into());
+impl Args {
+    /// The library's options.
+    pub(crate) fn into_options(self) -> Options {
+        let limits = Limits {
+            init_timeout: self.init_timeout,
+            step_timeout: self.step_timeout,
+            ping_timeout: self.ping_timeout,
+            reply_wait: self.reply_wait,
+            max_pages: self.max_pages,
+            min_request: self.min_request,
+            max_request: self.max_request,
+            bisect_steps: self.bisect_steps,
+            byte_delay: self.byte_delay,
+            max_frame: self.max_frame,
+            pause: self.pause,
+            stdin_probe: self.stdin_probe,
+            recover_timeout: self.recover_timeout,
+            slow_start: self.slow_start,
+            cancel_grace: self.cancel_grace,
+            cancel_watch: self.cancel_watch,
+            exit_timeout: self.exit_timeout,
+            term_timeout: self.term_timeout,
+            check_timeout: self.check_timeout,
+            excerpt: self.excerpt,
+        };
+        let mut options = Options::new(self.command);
+        options.only = self.only;
+        options.skip = self.skip;
+        options.large = self.large;
+        options.slow = self.slow;
+        options.protocol_version = self.protocol_version;
+        options.era = self.era.0;
+        options.fail_on = self.fail_on;
+        options.quiet = self.quiet;
+        options.limits = limits;
+        options
     }
-    let arguments = if rest.trim().is_empty() {
-        serde_json::Value::Object(Default::default())
-    } else {
-        serde_json::from_str(rest.trim()).map_err(|e| format!("the arguments are not JSON: {e}"))?
-    };
-    if !arguments.is_object() {
-        return Err("the arguments must be a JSON object".into());
-    }
-    Ok(ToolSpec { name: name.to_owned(), arguments })
-}
-
-/// Parses `500ms`, `2s`, `1.5` (seconds) or `1m`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number.trim().parse().map_err(|_| format!("not a duration: {text:?} (try 500ms, 2s)"))?;
-    Duration::try_from_secs_f64(value * scale).map_err(|e| format!("not a duration: {text:?}: {e}"))
-}
-
-/// Parses a byte count: `4096`, `120B`, `64KiB`, `16MiB`, `1GiB` (also `K`, `M`, `G`, binary).
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: usize = number.parse().map_err(|_| format!("not a size: {text:?} (try 4096, 64KiB, 16MiB)"))?;
-    let scale: usize = match unit.trim() {
-        "" | "B" => 1,
-        "K" | "KiB" | "k" => 1 << 10,
-        "M" | "MiB" => 1 << 20,
-        "G" | "GiB" => 1 << 30,
-        other => return Err(format!("unknown size unit {other:?} (use B, KiB, MiB, GiB)")),
-    };
-    number.checked_mul(scale).ok_or_else(|| format!("size too large: {text:?}"))
 }
 
 #[cfg(test)]
@@ -189,6 +192,20 @@ mod tests {
         assert_eq!((tool.name.as_str(), tool.arguments["bytes"].as_u64()), ("dump", Some(10)));
         assert_eq!(parse_tool("slow").unwrap().arguments, serde_json::json!({}));
         assert!(parse_tool("x [1]").is_err());
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_librarys() {
+        let args = Args::try_parse_from(["mcp-probe", "--", "x"]).unwrap();
+        assert!(!args.list_tools);
+        let options = args.into_options();
+        assert_eq!(options.limits, Limits::default());
+        assert_eq!((options.fail_on, options.era), (FailOn::Fail, None));
+        assert_eq!(options.protocol_version, Options::new(vec![]).protocol_version);
+        let warn = Args::try_parse_from(["mcp-probe", "--fail-on", "warn", "--era", "modern", "--", "x"]).unwrap();
+        assert_eq!(warn.fail_on, FailOn::Warn);
+        assert_eq!(warn.era, EraArg(Some(mcp_framer_stdio::host::Era::Modern)));
+        assert!(Args::try_parse_from(["mcp-probe", "--fail-on", "never", "--", "x"]).is_err());
     }
 
     #[test]

@@ -21,8 +21,8 @@ use crate::target::Target;
 const PIPE: u64 = 64 * 1024;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.args;
-    let Some(tool) = &args.large else {
+    let args = &target.limits;
+    let Some(tool) = &target.options.large else {
         return result.skip("needs a tool with a large result: --large 'NAME {json args}'");
     };
     let mut conn = match super::raw_session(target, "backpressure").await {
@@ -34,10 +34,35 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         target.account_raw("backpressure", &conn);
         return result.note(Verdict::Fail, format!("no answer to a first ping: {e}"));
     }
+    // The check needs a result larger than a pipe holds: measure it first.
+    progress.step(format!("measuring {}", tool.name));
+    let measured = match conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await {
+        Ok(id) => conn.response(id, args.step_timeout).await.map(|m| m.len),
+        Err(_) => None,
+    };
+    match measured {
+        Some(len) if len as u64 > PIPE => {
+            result.info(format!("the --large result is {len} bytes (more than a {PIPE}-byte pipe)"))
+        }
+        Some(len) => {
+            target.account_raw("backpressure", &conn);
+            return result.skip(format!(
+                "needs a --large result larger than 64 KiB ({PIPE} bytes, a pipe's capacity) to block the server's stdout; {} gave {len} bytes",
+                tool.name
+            ));
+        }
+        None => {
+            target.account_raw("backpressure", &conn);
+            return result.note(
+                Verdict::Fail,
+                format!("tools/call {} was not answered within {}", tool.name, crate::fmt_duration(args.step_timeout)),
+            );
+        }
+    }
     progress.step(format!("not reading stdout for {} during {}", crate::fmt_duration(args.pause), tool.name));
     conn.pause(true);
     let paused_at = Instant::now();
-    let Ok(call) = conn.send_request("tools/call", &call_params(tool), args.step_timeout).await else {
+    let Ok(call) = conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await else {
         conn.pause(false);
         target.account_raw("backpressure", &conn);
         return result.note(Verdict::Fail, "the tools/call could not be written");
@@ -45,14 +70,13 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     // Let the server start writing and fill the pipe.
     sleep(args.pause / 4).await;
     let ping = conn.next_id();
-    let mut small = RawConn::request_frame(ping, "ping", &Value::Null);
+    let mut small = conn.liveness_frame(ping, 0);
     small.extend(RawConn::notification_frame(
         "notifications/cancelled",
         &json!({ "requestId": call, "reason": "mcp-probe: backpressure check" }),
     ));
     let big_ping = conn.next_id();
-    let pad = "x".repeat(args.stdin_probe);
-    let big = RawConn::request_frame(big_ping, "ping", &json!({ "_meta": { "probe/pad": pad } }));
+    let big = conn.liveness_frame(big_ping, args.stdin_probe);
     let stdin_bytes = (small.len() + big.len()) as u64;
     let Some(mut stdin) = conn.take_stdin() else {
         conn.pause(false);
