@@ -421,7 +421,12 @@ impl Server {
 
     fn tools_list(&self) -> Box<RawValue> {
         let tools: Vec<&Tool> = self.tools.iter().map(|(tool, _, _)| tool).collect();
-        to_raw_value(&serde_json::json!({ "tools": tools })).expect("tool descriptions serialize")
+        // `resultType`, `ttlMs` and `cacheScope` are required from 2026-07-28
+        // on (earlier clients ignore them). The list is fixed for the
+        // server's life, but a restart may change it: no freshness is
+        // promised (`ttlMs` 0), and it is this server's own (`private`).
+        let list = serde_json::json!({ "tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private" });
+        to_raw_value(&list).expect("tool descriptions serialize")
     }
 
     /// The `server/discover` result (2026-07-28): the versions served, the
