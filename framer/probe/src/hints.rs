@@ -44,10 +44,10 @@ const TABLE: &[Row] = &[
     },
     Row {
         behaviour: "invalid-utf8-served",
-        sdks: &[PY],
-        fingerprint: true,
-        advice: "stdin is decoded with errors=\"replace\", so invalid UTF-8 becomes U+FFFD and the request is served; \
-                 decode strictly and answer -32700",
+        sdks: &[TS, PY],
+        fingerprint: false,
+        advice: "stdin is decoded leniently (Buffer.toString, or errors=\"replace\" in Python), so invalid UTF-8 \
+                 becomes U+FFFD and the request is served; decode strictly and answer -32700",
     },
     Row {
         behaviour: "exits-over-10mib",

@@ -19,6 +19,9 @@ use crate::target::Target;
 
 struct Case {
     label: &'static str,
+    /// The line; `@M` stands for the era's liveness method and `@META` for
+    /// its `_meta` member (modern era), so only the defect under test is
+    /// wrong in it.
     line: &'static [u8],
     /// The id the line carries, if any (a reply may name it instead of null).
     id: Option<i64>,
@@ -41,7 +44,7 @@ const CASES: [Case; 6] = [
     },
     Case {
         label: "invalid UTF-8",
-        line: b"{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}\n",
+        line: b"{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"@M\",\"params\":{@META\"x\":\"\xff\xfe\"}}\n",
         id: Some(901),
         expect: Some(PARSE_ERROR),
         host_sends: false,
@@ -57,7 +60,7 @@ const CASES: [Case; 6] = [
     },
     Case {
         label: "a request without \"jsonrpc\":\"2.0\"",
-        line: b"{\"id\":903,\"method\":\"ping\"}\n",
+        line: b"{\"id\":903,\"method\":\"@M\",\"params\":{@META\"x\":1}}\n",
         id: Some(903),
         expect: Some(INVALID_REQUEST),
         host_sends: false,
@@ -65,7 +68,7 @@ const CASES: [Case; 6] = [
     },
     Case {
         label: "an unknown method",
-        line: b"{\"jsonrpc\":\"2.0\",\"id\":904,\"method\":\"probe/no-such-method\"}\n",
+        line: b"{\"jsonrpc\":\"2.0\",\"id\":904,\"method\":\"probe/no-such-method\",\"params\":{@META\"x\":1}}\n",
         id: Some(904),
         expect: Some(METHOD_NOT_FOUND),
         host_sends: true,
@@ -80,6 +83,33 @@ const CASES: [Case; 6] = [
         silent: "",
     },
 ];
+
+/// `case.line` with `@M` and `@META` filled in for the target's era.
+fn line_for(target: &Target, line: &[u8]) -> Vec<u8> {
+    let (method, _) = target.liveness();
+    let meta = match target.params(Value::Null).get("_meta") {
+        Some(meta) => format!("\"_meta\":{meta},"),
+        None => String::new(),
+    };
+    let mut out = Vec::with_capacity(line.len() + meta.len());
+    let mut rest = line;
+    while let Some(at) = rest.iter().position(|&b| b == b'@') {
+        out.extend_from_slice(&rest[..at]);
+        rest = &rest[at..];
+        if let Some(after) = rest.strip_prefix(b"@META") {
+            out.extend_from_slice(meta.as_bytes());
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix(b"@M") {
+            out.extend_from_slice(method.as_bytes());
+            rest = after;
+        } else {
+            out.push(b'@');
+            rest = &rest[1..];
+        }
+    }
+    out.extend_from_slice(rest);
+    out
+}
 
 /// What came back for one case.
 enum Reply {
@@ -123,7 +153,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let mut cases = Vec::new();
     for case in &CASES {
         progress.step(format!("sending {}", case.label));
-        if conn.write(case.line, args.step_timeout).await.is_err() {
+        if conn.write(&line_for(target, case.line), args.step_timeout).await.is_err() {
             result.note(
                 Verdict::Fail,
                 format!("{}: the line could not be written: the server stopped reading", case.label),
@@ -262,4 +292,34 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     result.measure("cases", Value::Array(cases));
     target.account_raw("bad-input", &conn);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::target::Opened;
+    use mcp_framer_stdio::host::Era;
+
+    #[test]
+    fn lines_carry_the_eras_method_and_meta() {
+        let target = Target::new(Options::new(vec!["server".into()]));
+        assert_eq!(line_for(&target, CASES[3].line), b"{\"id\":903,\"method\":\"ping\",\"params\":{\"x\":1}}\n");
+        assert_eq!(line_for(&target, CASES[0].line), CASES[0].line);
+        *target.opened.lock().unwrap() = Some(Opened {
+            era: Era::Modern,
+            version: "2026-07-28".into(),
+            offered: vec![],
+            fallback: None,
+            meta: Some(json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"})),
+        });
+        let line = String::from_utf8_lossy(&line_for(&target, CASES[4].line)).into_owned();
+        assert_eq!(
+            line,
+            "{\"jsonrpc\":\"2.0\",\"id\":904,\"method\":\"probe/no-such-method\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"},\"x\":1}}\n"
+        );
+        let utf8 = line_for(&target, CASES[1].line);
+        assert!(utf8.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"server/discover\",\"params\":{\"_meta\":"));
+        assert!(utf8.ends_with(b"\"x\":\"\xff\xfe\"}}\n"));
+    }
 }
