@@ -49,7 +49,7 @@ use clap::Parser;
 
 pub use check_id::CheckId;
 pub use options::{FailOn, Limits, Options, ToolSpec};
-pub use report::{CheckResult, Hint, Leftover, Opening, Report, Summary, Verdict};
+pub use report::{CheckResult, Hint, Leftover, Opening, Report, SCHEMA, SCHEMA_VERSION, Summary, Verdict};
 pub use tools::{ToolInfo, ToolList};
 
 /// Formats a duration for evidence: `850 ms`, `2.00 s`.

@@ -319,7 +319,9 @@ mod tests {
             "{\"jsonrpc\":\"2.0\",\"id\":904,\"method\":\"probe/no-such-method\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"},\"x\":1}}\n"
         );
         let utf8 = line_for(&target, CASES[1].line);
-        assert!(utf8.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"server/discover\",\"params\":{\"_meta\":"));
+        assert!(
+            utf8.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":901,\"method\":\"server/discover\",\"params\":{\"_meta\":")
+        );
         assert!(utf8.ends_with(b"\"x\":\"\xff\xfe\"}}\n"));
     }
 }
