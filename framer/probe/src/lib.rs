@@ -34,6 +34,7 @@
 mod check_id;
 mod checks;
 mod cli;
+mod error;
 mod hints;
 mod options;
 mod progress;
@@ -48,63 +49,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 
 pub use check_id::CheckId;
+pub use error::ProbeError;
 pub use options::{FailOn, Limits, Options, ToolSpec};
 pub use report::{CheckResult, Hint, Leftover, Opening, Report, SCHEMA, SCHEMA_VERSION, Summary, Verdict};
 pub use tools::{ToolInfo, ToolList};
-
-/// Formats a duration for evidence: `850 ms`, `2.00 s`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
-    if d < Duration::from_secs(1) { format!("{} ms", d.as_millis()) } else { format!("{:.2} s", d.as_secs_f64()) }
-}
-
-/// Why the probe could not produce a report.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ProbeError {
-    /// The server could not be started at all.
-    Spawn(std::io::Error),
-    /// `--large` or `--slow` names a tool the server does not list.
-    UnknownTool {
-        /// `--large` or `--slow`.
-        option: &'static str,
-        /// The name given.
-        name: String,
-        /// The tools the server lists.
-        tools: Vec<String>,
-    },
-    /// The arguments given for a tool do not fit its `inputSchema`.
-    BadArguments {
-        /// `--large` or `--slow`.
-        option: &'static str,
-        /// The tool.
-        name: String,
-        /// What does not fit.
-        problems: Vec<String>,
-    },
-    /// The tools could not be listed (for `--list-tools`).
-    NoTools(String),
-}
-
-impl std::fmt::Display for ProbeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProbeError::Spawn(e) => write!(f, "the server could not be started: {e}"),
-            ProbeError::UnknownTool { option, name, tools } => write!(
-                f,
-                "{option} {name:?}: the server has no such tool; its tools: {} (see --list-tools)",
-                if tools.is_empty() { "none".to_owned() } else { tools.join(", ") }
-            ),
-            ProbeError::BadArguments { option, name, problems } => write!(
-                f,
-                "{option} {name:?}: the arguments do not fit the tool's inputSchema: {} (see --list-tools)",
-                problems.join("; ")
-            ),
-            ProbeError::NoTools(why) => write!(f, "the tools could not be listed: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ProbeError {}
 
 /// Runs the selected checks against the server and returns the report.
 /// Every server process group it started is killed before it returns.

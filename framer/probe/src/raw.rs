@@ -21,7 +21,18 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
 
-use crate::target::Target;
+/// How a raw connection frames and quotes, and what shows the server is
+/// alive: given by the caller, so this layer knows nothing of the probe's
+/// targets (they depend on it, not the other way round).
+#[derive(Clone, Debug)]
+pub(crate) struct RawSetup {
+    /// The probe's limit for the server's frames.
+    pub(crate) max_frame: usize,
+    /// Bytes of a line quoted as evidence.
+    pub(crate) excerpt: usize,
+    /// The liveness request: its method and params.
+    pub(crate) liveness: (&'static str, serde_json::Value),
+}
 
 /// The most payload bytes kept per message (bigger payloads are measured,
 /// not kept).
@@ -113,13 +124,10 @@ pub(crate) struct RawConn {
 
 impl RawConn {
     /// Spawns the target's server in a new process group.
-    pub(crate) fn spawn(target: &Target) -> io::Result<RawConn> {
-        let mut command = target.command();
+    /// Spawns `command` in a new process group; returns it with its pid.
+    pub(crate) fn spawn(mut command: tokio::process::Command, setup: RawSetup) -> io::Result<RawConn> {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
         let mut child = command.spawn()?;
-        if let Some(pid) = child.id() {
-            target.register(pid);
-        }
         let missing = || io::Error::other("the child's stdio was not piped");
         let stdin = child.stdin.take().ok_or_else(missing)?;
         let mut stdout = child.stdout.take().ok_or_else(missing)?;
@@ -127,8 +135,8 @@ impl RawConn {
         let counters = Arc::new(RawCounters { queued_at_resume: AtomicU64::new(u64::MAX), ..RawCounters::default() });
         let (events_tx, events) = mpsc::unbounded_channel();
         let (paused, mut paused_rx) = watch::channel(false);
-        let excerpt = target.limits.excerpt;
-        let config = Config::DEFAULT.with_max_frame(target.limits.max_frame).with_oversize(OversizePolicy::Skip);
+        let excerpt = setup.excerpt;
+        let config = Config::DEFAULT.with_max_frame(setup.max_frame).with_oversize(OversizePolicy::Skip);
         let out_counters = Arc::clone(&counters);
         tokio::spawn(async move {
             let mut framer = Framer::new(config);
@@ -179,7 +187,7 @@ impl RawConn {
                 err_counters.stderr_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
         });
-        let liveness = target.liveness();
+        let liveness = setup.liveness;
         Ok(RawConn {
             stdin: Some(stdin),
             events,
@@ -333,16 +341,25 @@ impl RawConn {
             Some(_) => Ok(started.elapsed()),
             None => Err(match self.exit_status() {
                 Some(status) => format!("the server exited ({status})"),
-                None => format!("no answer within {}", crate::fmt_duration(limit)),
+                None => format!("no answer within {}", crate::report::fmt_duration(limit)),
             }),
         }
     }
 
-    /// Opens the session in the target's era: `server/discover` (modern),
-    /// or `initialize` then `notifications/initialized` (legacy).
-    pub(crate) async fn open(&mut self, target: &Target) -> Result<RawMessage, String> {
-        let limit = target.limits.init_timeout;
-        let (method, params) = target.opening_request();
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Opens the session with `opening`: `server/discover` (modern), or
+    /// `initialize` then `notifications/initialized` (legacy), each within
+    /// `limit`.
+    pub(crate) async fn open(
+        &mut self,
+        opening: (&'static str, serde_json::Value),
+        limit: Duration,
+    ) -> Result<RawMessage, String> {
+        let (method, params) = opening;
         let id = self
             .send_request(method, &params, limit)
             .await
@@ -350,7 +367,7 @@ impl RawConn {
         let response = self
             .response(id, limit)
             .await
-            .ok_or_else(|| format!("{method} was not answered within {}", crate::fmt_duration(limit)))?;
+            .ok_or_else(|| format!("{method} was not answered within {}", crate::report::fmt_duration(limit)))?;
         if method == "initialize" {
             self.write(&Self::notification_frame("notifications/initialized", &serde_json::Value::Null), limit)
                 .await

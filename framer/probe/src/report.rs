@@ -9,9 +9,15 @@
 //! the default `fail`, its meaning is version 1's).
 
 use std::fmt::{self, Write as _};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+/// Formats a duration for evidence: `850 ms`, `2.00 s`.
+pub(crate) fn fmt_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) { format!("{} ms", d.as_millis()) } else { format!("{:.2} s", d.as_secs_f64()) }
+}
 
 /// The name of the report's JSON schema.
 pub const SCHEMA: &str = "mcp-probe-report";
@@ -221,11 +227,11 @@ pub struct Report {
 
 impl Report {
     /// Fills in the summary from the checks.
-    pub(crate) fn summarize(&mut self, fail_on: crate::FailOn) {
+    pub(crate) fn summarize(&mut self, fail_on: crate::options::FailOn) {
         let count = |v| self.checks.iter().filter(|c| c.verdict == v).count();
         let (pass, warn, fail, skip) =
             (count(Verdict::Pass), count(Verdict::Warn), count(Verdict::Fail), count(Verdict::Skip));
-        let warned = fail_on == crate::FailOn::Warn && warn > 0;
+        let warned = fail_on == crate::options::FailOn::Warn && warn > 0;
         let exit_code = i32::from(fail > 0 || warned || !self.leftover_processes.is_empty());
         self.summary = Summary { pass, warn, fail, skip, exit_code };
     }

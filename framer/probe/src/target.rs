@@ -16,6 +16,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use crate::options::{Limits, Options};
+use crate::raw::{RawConn, RawEvent, RawSetup};
 use crate::report::Leftover;
 
 /// Lines on stdout that were not JSON-RPC, from every server the probe ran.
@@ -151,6 +152,27 @@ impl Target {
         }
     }
 
+    /// Spawns the server on raw pipes (in its own process group, killed at
+    /// the end).
+    pub(crate) fn spawn_raw(&self) -> io::Result<RawConn> {
+        let setup =
+            RawSetup { max_frame: self.limits.max_frame, excerpt: self.limits.excerpt, liveness: self.liveness() };
+        let conn = RawConn::spawn(self.command(), setup)?;
+        if let Some(pid) = conn.pid() {
+            self.register(pid);
+        }
+        Ok(conn)
+    }
+
+    /// Spawns the server on raw pipes and opens the session in the era found.
+    pub(crate) async fn open_raw(&self) -> Result<RawConn, (String, Option<RawConn>)> {
+        let mut conn = self.spawn_raw().map_err(|e| (format!("the server could not be started: {e}"), None))?;
+        match conn.open(self.opening_request(), self.limits.init_timeout).await {
+            Ok(_) => Ok(conn),
+            Err(e) => Err((e, Some(conn))),
+        }
+    }
+
     /// Sends the liveness request on `session` and waits at most `limit`.
     pub(crate) async fn ping(&self, session: &Session, limit: Duration) -> Result<Duration, String> {
         let started = Instant::now();
@@ -253,10 +275,10 @@ impl Target {
 
     /// Notes the lines a raw connection saw on stdout that were not
     /// JSON-RPC, and its stderr volume.
-    pub(crate) fn account_raw(&self, check: &str, conn: &crate::raw::RawConn) {
+    pub(crate) fn account_raw(&self, check: &str, conn: &RawConn) {
         let mut noise = self.noise.lock().unwrap_or_else(|e| e.into_inner());
         for event in &conn.log {
-            if let crate::raw::RawEvent::NotJsonRpc { len, excerpt } = event {
+            if let RawEvent::NotJsonRpc { len, excerpt } = event {
                 noise.line(check, *len, excerpt);
             }
         }

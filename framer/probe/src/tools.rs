@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use crate::ProbeError;
+use crate::error::ProbeError;
 use crate::target::Target;
 
 /// One tool, as `--list-tools` shows it.
@@ -218,7 +218,7 @@ fn validate(target: &Target, tools: &[Value]) -> Result<(), ProbeError> {
 /// its era, lists its tools and checks `--large`/`--slow` against them (a
 /// server whose handshake or `tools/list` fails is left to the checks).
 pub(crate) async fn open_and_list(target: &Target) -> Result<(), ProbeError> {
-    match crate::raw::RawConn::spawn(target) {
+    match target.spawn_raw() {
         Ok(conn) => drop(conn),
         Err(e) => return Err(ProbeError::Spawn(e)),
     }
@@ -235,7 +235,7 @@ pub(crate) async fn open_and_list(target: &Target) -> Result<(), ProbeError> {
 
 /// `--list-tools`.
 pub(crate) async fn list(target: &Target) -> Result<ToolList, ProbeError> {
-    if let Err(e) = crate::raw::RawConn::spawn(target) {
+    if let Err(e) = target.spawn_raw() {
         return Err(ProbeError::Spawn(e));
     }
     target.kill_groups();

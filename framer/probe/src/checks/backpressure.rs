@@ -55,11 +55,15 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             target.account_raw("backpressure", &conn);
             return result.note(
                 Verdict::Fail,
-                format!("tools/call {} was not answered within {}", tool.name, crate::fmt_duration(args.step_timeout)),
+                format!(
+                    "tools/call {} was not answered within {}",
+                    tool.name,
+                    crate::report::fmt_duration(args.step_timeout)
+                ),
             );
         }
     }
-    progress.step(format!("not reading stdout for {} during {}", crate::fmt_duration(args.pause), tool.name));
+    progress.step(format!("not reading stdout for {} during {}", crate::report::fmt_duration(args.pause), tool.name));
     conn.pause(true);
     let paused_at = Instant::now();
     let Ok(call) = conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await else {
@@ -163,26 +167,26 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         (true, Some(after)) => result.info(format!(
             "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a ping, a cancel and a {}-byte padded ping) in {}",
             args.stdin_probe,
-            crate::fmt_duration(after)
+            crate::report::fmt_duration(after)
         )),
         _ => result.note(
             Verdict::Fail,
             format!(
                 "while its stdout was blocked the server did not read its stdin: {stdin_bytes} bytes (more than a pipe holds) could not be written in {}; a host that writes before it reads deadlocks with this server",
-                crate::fmt_duration(args.pause)
+                crate::report::fmt_duration(args.pause)
             ),
         ),
     }
     match ping_at {
         Some(after) => result.info(format!(
             "the ping sent during the pause was answered {} after reading resumed",
-            crate::fmt_duration(after)
+            crate::report::fmt_duration(after)
         )),
         None => result.note(
             Verdict::Fail,
             format!(
                 "the ping sent during the pause was not answered within {} of resuming",
-                crate::fmt_duration(args.recover_timeout)
+                crate::report::fmt_duration(args.recover_timeout)
             ),
         ),
     }

@@ -235,7 +235,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                     Verdict::Fail,
                     format!(
                         "{label}: answered with nothing within {} ({expected}): a host that sends it waits out its timeout",
-                        crate::fmt_duration(args.reply_wait)
+                        crate::report::fmt_duration(args.reply_wait)
                     ),
                 )
             }
@@ -245,7 +245,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                     Verdict::Warn,
                     format!(
                         "{label}: answered with nothing within {} ({expected}); nothing hangs, since a conforming host never sends this line",
-                        crate::fmt_duration(args.reply_wait)
+                        crate::report::fmt_duration(args.reply_wait)
                     ),
                 )
             }
@@ -286,7 +286,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         result.info(format!(
             "the next request ({}) was answered within {} after each of the {} inputs",
             target.liveness().0,
-            crate::fmt_duration(args.ping_timeout),
+            crate::report::fmt_duration(args.ping_timeout),
             CASES.len()
         ));
     }

@@ -87,7 +87,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Verdict::Warn,
             format!(
                 "could not tell: the slow tool {what} {} after the call, before it could be cancelled (the missing signal: a call still running at the cancel); use longer --slow arguments",
-                crate::fmt_duration(started.elapsed())
+                crate::report::fmt_duration(started.elapsed())
             ),
         );
         return target.account("cancellation", &session, &mut inbound);
@@ -97,11 +97,11 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     children = started_since(pgid, &before);
     match first_progress {
         Some(after) => {
-            result.info(format!("first progress notification {} after the call", crate::fmt_duration(after)))
+            result.info(format!("first progress notification {} after the call", crate::report::fmt_duration(after)))
         }
         None => result.info(format!(
             "no progress notification within {} (progress is optional; judged by the other signals)",
-            crate::fmt_duration(started.elapsed())
+            crate::report::fmt_duration(started.elapsed())
         )),
     }
     if children.is_empty() {
@@ -122,7 +122,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Ok(after) => result.info(format!(
             "the next request ({}) after the cancel was answered in {}",
             target.liveness().0,
-            crate::fmt_duration(*after)
+            crate::report::fmt_duration(*after)
         )),
         Err(e) => result.note(Verdict::Fail, format!("the next request after the cancel failed: {e}")),
     }
@@ -172,16 +172,16 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         if after_grace == 0 {
             result.info(format!(
                 "progress stopped: {in_grace} notification(s) within the {} grace, none in the {} after",
-                crate::fmt_duration(args.cancel_grace),
-                crate::fmt_duration(args.cancel_watch)
+                crate::report::fmt_duration(args.cancel_grace),
+                crate::report::fmt_duration(args.cancel_watch)
             ));
         } else {
             result.note(
                 Verdict::Fail,
                 format!(
                     "the producer kept going: {after_grace} progress notification(s) after the {} grace, the last {} after the cancel (2026-07-28: no further message for a cancelled request, progress included)",
-                    crate::fmt_duration(args.cancel_grace),
-                    crate::fmt_duration(last.unwrap_or_default())
+                    crate::report::fmt_duration(args.cancel_grace),
+                    crate::report::fmt_duration(last.unwrap_or_default())
                 ),
             );
         }
@@ -191,7 +191,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         (n, 0, _) => result.info(format!("{n} late response(s) to the cancelled call arrived within the grace (in flight at the cancel: allowed)")),
         (_, n, Era::Modern) => result.note(
             Verdict::Fail,
-            format!("{n} response(s) to the cancelled call arrived after the {} grace: the 2026-07-28 revision says no further message for a cancelled request", crate::fmt_duration(args.cancel_grace)),
+            format!("{n} response(s) to the cancelled call arrived after the {} grace: the 2026-07-28 revision says no further message for a cancelled request", crate::report::fmt_duration(args.cancel_grace)),
         ),
         (n, _, Era::Legacy) => result.info(format!("{n} late response(s) to the cancelled call arrived (allowed in the legacy era; the host drops them)")),
     }
@@ -199,7 +199,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         if survivors.is_empty() {
             result.info(format!(
                 "every process the call started was gone within the {} grace",
-                crate::fmt_duration(args.cancel_grace)
+                crate::report::fmt_duration(args.cancel_grace)
             ));
         } else {
             result.behaviour("cancel-leaves-child");
@@ -208,7 +208,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 format!(
                     "{} process(es) the cancelled call started still alive {} after the cancel: {}",
                     survivors.len(),
-                    crate::fmt_duration(cancelled_at.elapsed()),
+                    crate::report::fmt_duration(cancelled_at.elapsed()),
                     list(&survivors)
                 ),
             );

@@ -34,7 +34,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let what = format!(
         "a ping written one byte at a time ({} bytes, {} apart)",
         frame.len(),
-        crate::fmt_duration(args.byte_delay)
+        crate::report::fmt_duration(args.byte_delay)
     );
     if answered {
         result.info(format!("{what}: answered"))

@@ -45,8 +45,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     result.info(format!(
         "the handshake was answered in {} (limit {} per request)",
-        crate::fmt_duration(took),
-        crate::fmt_duration(args.init_timeout)
+        crate::report::fmt_duration(took),
+        crate::report::fmt_duration(args.init_timeout)
     ));
 
     let init = &opened.result;

@@ -10,7 +10,7 @@ use crate::target::Target;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let args = &target.limits;
-    let mut conn = match RawConn::spawn(target) {
+    let mut conn = match target.spawn_raw() {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
     };

@@ -42,7 +42,10 @@ pub(crate) async fn run_all(target: &Target) -> Vec<CheckResult> {
         if tokio::time::timeout(args.check_timeout, run).await.is_err() {
             result.note(
                 Verdict::Fail,
-                format!("the check did not finish within --check-timeout {}", crate::fmt_duration(args.check_timeout)),
+                format!(
+                    "the check did not finish within --check-timeout {}",
+                    crate::report::fmt_duration(args.check_timeout)
+                ),
             );
         }
         result.duration_ms = started.elapsed().as_millis() as u64;
@@ -64,12 +67,12 @@ pub(crate) async fn run_all(target: &Target) -> Vec<CheckResult> {
 /// Starts a server on raw pipes and opens the session in the era found;
 /// on failure, accounts for what it printed and says why.
 async fn raw_session(target: &Target, check: &str) -> Result<crate::raw::RawConn, String> {
-    let mut conn = crate::raw::RawConn::spawn(target).map_err(|e| format!("the server could not be started: {e}"))?;
-    if let Err(e) = conn.open(target).await {
-        target.account_raw(check, &conn);
-        return Err(format!("no session to test: {e}"));
-    }
-    Ok(conn)
+    target.open_raw().await.map_err(|(e, conn)| {
+        if let Some(conn) = conn {
+            target.account_raw(check, &conn);
+        }
+        format!("no session to test: {e}")
+    })
 }
 
 async fn run_one(check: CheckId, target: &Target, progress: &Progress, result: &mut CheckResult) {

@@ -33,12 +33,12 @@ impl Outcome {
                 code.map_or("without a code".into(), |c| c.to_string()),
                 if *id_null { " (id null)" } else { "" }
             ),
-            Outcome::Silence => format!("silence for {}", crate::fmt_duration(target.limits.step_timeout)),
+            Outcome::Silence => format!("silence for {}", crate::report::fmt_duration(target.limits.step_timeout)),
             Outcome::Exited(how) => format!("the process exiting ({how})"),
             Outcome::WriteStalled => {
                 format!(
                     "a write the server did not take within {} (it stopped reading)",
-                    crate::fmt_duration(target.limits.step_timeout)
+                    crate::report::fmt_duration(target.limits.step_timeout)
                 )
             }
         }
@@ -116,7 +116,10 @@ async fn start(target: &Target) -> Result<RawConn, String> {
 
 /// `1024 B 0 ms, 2048 B 1 ms, ...`
 fn latencies(list: &[(usize, Duration)]) -> String {
-    list.iter().map(|(size, took)| format!("{size} B {}", crate::fmt_duration(*took))).collect::<Vec<_>>().join(", ")
+    list.iter()
+        .map(|(size, took)| format!("{size} B {}", crate::report::fmt_duration(*took)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whether the answer times grow faster than the sizes (each doubling more
@@ -224,7 +227,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                     Verdict::Warn,
                     format!(
                         "a request of {failed_size} bytes was not taken within --step-timeout {}: the server reads slowly (or stopped reading); a fresh server answered at once. Its limit above {} bytes is unknown: raise --step-timeout to measure it",
-                        crate::fmt_duration(args.step_timeout),
+                        crate::report::fmt_duration(args.step_timeout),
                         largest.unwrap_or(0)
                     ),
                 );
@@ -247,7 +250,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     match (&outcome, &after) {
         (Outcome::ErrorReply { .. }, Ok(())) => result.info(format!(
             "the next request was answered within {} afterwards",
-            crate::fmt_duration(args.ping_timeout)
+            crate::report::fmt_duration(args.ping_timeout)
         )),
         (Outcome::ErrorReply { .. }, Err(e)) => {
             result.note(Verdict::Fail, format!("the server went deaf after its error reply: ping: {e}"))

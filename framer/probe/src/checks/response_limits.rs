@@ -81,7 +81,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     result.info(format!(
         "tools/call {}: a result frame of {frame} bytes in {}; {} frame(s) in the session, the largest {} bytes",
         tool.name,
-        crate::fmt_duration(started.elapsed()),
+        crate::report::fmt_duration(started.elapsed()),
         metrics.frames,
         metrics.largest_frame
     ));
@@ -145,14 +145,16 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Verdict::Warn,
             format!(
                 "with the limit at {limit} bytes, no frame over it came within {}",
-                crate::fmt_duration(args.step_timeout)
+                crate::report::fmt_duration(args.step_timeout)
             ),
         ),
     }
     let ping = target.ping(&session, args.ping_timeout).await.map(|_| ());
     match ping {
-        Ok(()) => result
-            .info(format!("the server answered a ping within {} after that", crate::fmt_duration(args.ping_timeout))),
+        Ok(()) => result.info(format!(
+            "the server answered a ping within {} after that",
+            crate::report::fmt_duration(args.ping_timeout)
+        )),
         Err(e) => {
             let closed = tokio::time::timeout(std::time::Duration::from_millis(500), session.wait_closed()).await;
             let exited = match closed.ok().and_then(|c| c.exit_status()) {

@@ -31,9 +31,8 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
         result.behaviour("outlives-stdin-while-busy");
     }
     match report.stage {
-        ShutdownStage::StdinClosed => {
-            result.info(format!("exited {} after stdin was closed{during} ({status})", crate::fmt_duration(took)))
-        }
+        ShutdownStage::StdinClosed => result
+            .info(format!("exited {} after stdin was closed{during} ({status})", crate::report::fmt_duration(took))),
         ShutdownStage::AlreadyExited => {
             result.note(Verdict::Warn, format!("it had exited before stdin was closed{during} ({status})"))
         }
@@ -41,15 +40,15 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during}; SIGTERM ended it ({status})",
-                crate::fmt_duration(args.exit_timeout)
+                crate::report::fmt_duration(args.exit_timeout)
             ),
         ),
         ShutdownStage::Killed => result.note(
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during} and {} after SIGTERM; SIGKILL ended it",
-                crate::fmt_duration(args.exit_timeout),
-                crate::fmt_duration(args.term_timeout)
+                crate::report::fmt_duration(args.exit_timeout),
+                crate::report::fmt_duration(args.term_timeout)
             ),
         ),
         ShutdownStage::StillRunning => result.note(Verdict::Fail, format!("still running after SIGKILL{during}")),
