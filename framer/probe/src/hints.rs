@@ -2,8 +2,9 @@
 //! check records the behaviours it saw ([`CheckResult::behaviour`]); after
 //! the run, each one found here becomes a [`Hint`] that names the SDK and
 //! says what to change. The SDK is told from the behaviours that only one
-//! SDK shows (its fingerprints) and from `serverInfo`; when neither tells,
-//! the hint names every SDK known to behave so.
+//! SDK shows (its fingerprints), then from `serverInfo`, then from the
+//! runtime the server command starts; when none tells, the hint names every
+//! SDK known to behave so.
 
 use serde_json::Value;
 
@@ -85,6 +86,29 @@ fn from_server_info(info: Option<&Value>) -> Option<&'static str> {
     if name.contains("fastmcp") || name.contains("mcpserver") { Some(PY) } else { None }
 }
 
+/// The runtime the server command starts, from its program's name or, for
+/// a script, its `#!` line: `python…` suggests the Python SDK, `node`,
+/// `npx`, `bun`, `deno` or `tsx` the TypeScript one. The weakest evidence,
+/// used only when no fingerprint and no `serverInfo` tells.
+fn from_command(command: &[String]) -> Option<&'static str> {
+    let program = command.first()?;
+    let shebang = std::fs::read(program)
+        .ok()
+        .filter(|bytes| bytes.starts_with(b"#!"))
+        .map(|bytes| String::from_utf8_lossy(&bytes[..bytes.len().min(128)]).lines().next().unwrap_or("").to_owned());
+    let name = program.rsplit('/').next().unwrap_or(program);
+    [name, shebang.as_deref().unwrap_or("")].iter().find_map(|text| {
+        let text = text.to_ascii_lowercase();
+        if text.contains("python") || text.starts_with("uv") {
+            Some(PY)
+        } else if ["node", "npx", "bun", "deno", "tsx"].iter().any(|r| text.contains(r)) {
+            Some(TS)
+        } else {
+            None
+        }
+    })
+}
+
 /// Adds the hints for every behaviour seen to the report and to the
 /// evidence of the check that saw it.
 pub(crate) fn apply(report: &mut Report) {
@@ -93,7 +117,8 @@ pub(crate) fn apply(report: &mut Report) {
         .iter()
         .find(|row| row.fingerprint && seen(row.behaviour))
         .map(|row| row.sdks[0])
-        .or_else(|| from_server_info(report.server_info.as_ref()));
+        .or_else(|| from_server_info(report.server_info.as_ref()))
+        .or_else(|| from_command(&report.server));
     let mut hints = Vec::new();
     for check in &mut report.checks {
         for behaviour in &check.behaviours {
@@ -122,5 +147,13 @@ mod tests {
         }
         assert_eq!(from_server_info(Some(&serde_json::json!({"name": "FastMCP"}))), Some(PY));
         assert_eq!(from_server_info(Some(&serde_json::json!({"name": "weather"}))), None);
+        let command = |args: &[&str]| from_command(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert_eq!(command(&["/venv/bin/python3", "server.py"]), Some(PY));
+        assert_eq!(command(&["node", "server.mjs"]), Some(TS));
+        assert_eq!(command(&["/nonexistent/server"]), None);
+        let script = std::env::temp_dir().join(format!("mcp-probe-hint-{}", std::process::id()));
+        std::fs::write(&script, "#!/usr/bin/env node\nconsole.log(1)\n").unwrap();
+        assert_eq!(command(&[script.to_str().unwrap()]), Some(TS));
+        let _ = std::fs::remove_file(&script);
     }
 }

@@ -67,13 +67,23 @@ impl ToolList {
     }
 }
 
-/// Words that suggest a large result, a long call.
-const LARGE_WORDS: &[&str] = &["large", "dump", "big", "bytes", "size", "read", "file", "fetch", "repeat", "length"];
-const SLOW_WORDS: &[&str] = &["slow", "sleep", "wait", "delay", "count", "progress", "seconds", "duration", "long"];
+/// Words (matched at the start of a word) in a tool's name or description
+/// that suggest a large result, a long call.
+const LARGE_WORDS: &[&str] = &["large", "dump", "big", "bytes", "size", "read", "fetch", "repeat", "length"];
+const SLOW_WORDS: &[&str] = &["slow", "sleep", "wait", "delay", "count", "progress", "long-running", "duration"];
+/// The same for the names of numeric properties.
+const LARGE_PROPS: &[&str] = &["bytes", "size", "length", "chars"];
+const SLOW_PROPS: &[&str] = &["seconds", "duration", "delay", "sleep", "wait", "timeout", "ms"];
 
+/// The first of `words` that starts a word of `text` (words are split at
+/// anything but letters, digits and `-`; `long-running` stays one word).
 fn mentions(text: &str, words: &'static [&'static str]) -> Option<&'static str> {
     let text = text.to_ascii_lowercase();
-    words.iter().find(|w| text.contains(**w)).copied()
+    let mut parts = text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).flat_map(|w| {
+        // `get-sum`: the whole word and each of its pieces.
+        std::iter::once(w).chain(w.split('-'))
+    });
+    parts.find_map(|part| words.iter().find(|w| !part.is_empty() && part.starts_with(**w)).copied())
 }
 
 fn properties(schema: Option<&Value>) -> Map<String, Value> {
@@ -92,7 +102,7 @@ fn example_arguments(schema: Option<&Value>, large: bool) -> Value {
     let mut args = Map::new();
     for (name, property) in properties(schema) {
         let numeric = matches!(property.get("type").and_then(Value::as_str), Some("integer" | "number"));
-        let sized = mentions(&name, if large { LARGE_WORDS } else { SLOW_WORDS }).is_some();
+        let sized = mentions(&name, if large { LARGE_PROPS } else { SLOW_PROPS }).is_some();
         if numeric && (sized || required.contains(&name.as_str())) {
             args.insert(name, json!(if large { 4_000_000 } else { 10 }));
         } else if required.contains(&name.as_str()) {
@@ -108,8 +118,12 @@ fn describe_tool(tool: &Value) -> Option<ToolInfo> {
     let input_schema = tool.get("inputSchema").cloned();
     let text = format!("{name} {}", description.as_deref().unwrap_or(""));
     let mut suggestions = Vec::new();
-    for (flag, words, large) in [("--large", LARGE_WORDS, true), ("--slow", SLOW_WORDS, false)] {
-        let by_props = properties(input_schema.as_ref()).keys().find_map(|k| mentions(k, words));
+    for (flag, words, props, large) in
+        [("--large", LARGE_WORDS, LARGE_PROPS, true), ("--slow", SLOW_WORDS, SLOW_PROPS, false)]
+    {
+        let numeric = |p: &Value| matches!(p.get("type").and_then(Value::as_str), Some("integer" | "number"));
+        let by_props =
+            properties(input_schema.as_ref()).iter().filter(|(_, p)| numeric(p)).find_map(|(k, _)| mentions(k, props));
         if let Some(word) = mentions(&text, words).or(by_props) {
             let args = example_arguments(input_schema.as_ref(), large);
             suggestions.push(format!("{flag} '{name} {args}' (mentions {word:?})"));
@@ -276,5 +290,13 @@ mod tests {
         let sleep = json!({ "name": "nap", "description": "Sleeps for a while", "inputSchema": { "properties": { "seconds": { "type": "number" } } } });
         assert_eq!(describe_tool(&sleep).unwrap().suggestions, ["--slow 'nap {\"seconds\":10}' (mentions \"sleep\")"]);
         assert!(describe_tool(&json!({ "name": "echo" })).unwrap().suggestions.is_empty());
+        // Words, not substrings: "along" is not "long", "ambiguous" not "big".
+        let along = json!({ "name": "get-structured-content", "description": "Returns content along with a schema; ambiguous" });
+        assert!(describe_tool(&along).unwrap().suggestions.is_empty());
+        let op = json!({ "name": "trigger-long-running-operation", "inputSchema": { "properties": { "duration": { "type": "number" } } } });
+        assert_eq!(
+            describe_tool(&op).unwrap().suggestions,
+            ["--slow 'trigger-long-running-operation {\"duration\":10}' (mentions \"duration\")"]
+        );
     }
 }
