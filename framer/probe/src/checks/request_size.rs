@@ -122,14 +122,21 @@ fn latencies(list: &[(usize, Duration)]) -> String {
         .join(", ")
 }
 
-/// Whether the answer times grow faster than the sizes (each doubling more
-/// than triples the time, at a quarter second or more): a reader that
-/// re-copies or re-scans its whole buffer on every read.
+/// Whether the answer times grow clearly faster than the sizes: the time
+/// per byte of the largest request (at least a second) is four times or
+/// more that of the first request that took 20 ms or more — a reader that
+/// re-copies or re-scans its whole buffer on every read. (Linear readers
+/// on a loaded machine stay well under that; a quadratic one over 16× the
+/// size is at 16×.)
 fn superlinear(list: &[(usize, Duration)]) -> bool {
-    list.windows(2).any(|w| {
-        let (small, large) = (w[0].1, w[1].1);
-        w[1].0 >= 2 * w[0].0 && large >= Duration::from_millis(250) && large > small * 3
-    })
+    let per_byte = |(size, took): &(usize, Duration)| took.as_secs_f64() / *size as f64;
+    let (Some(reference), Some(largest)) = (list.iter().find(|(_, t)| *t >= Duration::from_millis(20)), list.last())
+    else {
+        return false;
+    };
+    largest.1 >= Duration::from_secs(1)
+        && largest.0 >= 4 * reference.0
+        && per_byte(largest) >= 4.0 * per_byte(reference)
 }
 
 /// After a write that did not finish, the connection is poisoned (the next
@@ -328,5 +335,25 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     if usable {
         result.info(format!("the server's request limit is between {lo} and {hi} bytes, and it says so with an error"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_clear_growth_counts_as_superlinear() {
+        let ms = Duration::from_millis;
+        let mib = 1 << 20;
+        // Linear with noise (a loaded machine): not superlinear.
+        let noisy = [(mib, ms(80)), (2 * mib, ms(122)), (4 * mib, ms(463)), (8 * mib, ms(542)), (16 * mib, ms(1100))];
+        assert!(!superlinear(&noisy));
+        // Quadratic: 16 times the size, 256 times the time.
+        let quadratic = [(mib, ms(25)), (4 * mib, ms(400)), (16 * mib, ms(6400))];
+        assert!(superlinear(&quadratic));
+        // Too fast to tell.
+        assert!(!superlinear(&[(mib, ms(1)), (16 * mib, ms(300))]));
+        assert!(!superlinear(&[]));
     }
 }
