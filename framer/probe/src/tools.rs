@@ -73,7 +73,7 @@ const LARGE_WORDS: &[&str] = &["large", "dump", "big", "bytes", "size", "read", 
 const SLOW_WORDS: &[&str] = &["slow", "sleep", "wait", "delay", "count", "progress", "long-running", "duration"];
 /// The same for the names of numeric properties.
 const LARGE_PROPS: &[&str] = &["bytes", "size", "length", "chars"];
-const SLOW_PROPS: &[&str] = &["seconds", "duration", "delay", "sleep", "wait", "timeout", "ms"];
+const SLOW_PROPS: &[&str] = &["seconds", "duration", "delay", "sleep", "wait"];
 
 /// The first of `words` that starts a word of `text` (words are split at
 /// anything but letters, digits and `-`; `long-running` stays one word).
