@@ -1,4 +1,5 @@
 //! Fixture programs and shared helpers for the benches and process tests.
 
 pub mod pipe;
+pub mod results;
 pub mod shapes;
