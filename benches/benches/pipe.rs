@@ -60,8 +60,8 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput};
 use mcp_framer_benches::pipe::{self, Cpus, Placement, Shape, Writer};
 use mcp_framer_benches::results;
-use serde_json::json;
 use mcp_framer_stdio::host::ReaderEnd;
+use serde_json::json;
 use tokio::runtime::Runtime;
 
 use readers::Queue;
