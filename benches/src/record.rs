@@ -35,6 +35,10 @@ pub const READERS: [(&str, &str); 7] = [
 /// The readers the pipe chart draws.
 pub const CHARTED: [&str; 4] = ["host-session", "rmcp", "hand-written", "raw-drain"];
 
+/// The 1-minute load average above which a record's wall-clock figures are
+/// labelled as measured under load: one busy CPU besides the benchmark's own.
+pub const UNLOADED: f64 = 1.0;
+
 /// The message sizes of the pipe bench.
 pub const SIZES: [&str; 3] = ["200B", "64KiB", "1MiB"];
 
@@ -153,6 +157,15 @@ pub fn readme_table(record: &Value, name: &str) -> String {
         str_of(&record["command"]),
         record["seconds"],
     );
+    let highest = ["before", "after"].iter().filter_map(|w| record["load"][*w][0].as_f64()).fold(0.0, f64::max);
+    if highest > UNLOADED {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "**Measured under load** (1-minute load average above {UNLOADED}): other work shared the CPUs, so the \
+             wall-clock columns (MiB/s) and the throughput ratios are distorted by it; CPU per MiB much less."
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
