@@ -286,14 +286,16 @@ impl Reader {
                 Err(e) => {
                     tracing::warn!("reading the server's stdout failed: {e}");
                     framer.finish();
-                    let end = self.drain(&mut framer).await.err().unwrap_or(ReaderEnd::ReadFailed(e));
+                    let end = Box::pin(self.drain(&mut framer)).await.err().unwrap_or(ReaderEnd::ReadFailed(e));
                     break end;
                 }
             };
             if eof {
                 framer.finish();
             }
-            if let Err(end) = self.drain(&mut framer).await {
+            // Boxed, once per read: the state of handing a read over would
+            // otherwise sit in every reader's future, idle or not.
+            if let Err(end) = Box::pin(self.drain(&mut framer)).await {
                 break end;
             }
             self.ids.after_drain();
