@@ -84,6 +84,7 @@ mod cancel;
 mod capture;
 mod dispatch;
 mod report;
+mod screen;
 mod serve;
 mod table;
 mod tool;
