@@ -16,8 +16,8 @@ use mcp_framer_jsonrpc::{INVALID_REQUEST, Message};
 
 /// What became of one framer event.
 pub(crate) enum Screened<'a> {
-    /// A JSON-RPC message, parsed.
-    Message(Message<'a>),
+    /// A JSON-RPC message, parsed, with its frame.
+    Message(&'a [u8], Message<'a>),
     /// The transport's own answer (an error response), to be written.
     Reply(Vec<u8>),
     /// Nothing to do (a blank line, the start of an oversize frame, a frame
@@ -43,7 +43,7 @@ pub(crate) fn screen<'a>(
                 return Screened::Skip;
             }
             match mcp_framer_jsonrpc::parse(frame) {
-                Ok(message) => Screened::Message(message),
+                Ok(message) => Screened::Message(frame, message),
                 Err(err) => {
                     bump(&counters.malformed);
                     tracing::warn!(code = err.code(), id = ?err.id(), %err, "malformed message");

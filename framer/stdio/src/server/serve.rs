@@ -321,7 +321,7 @@ impl Session<'_> {
     /// The reply to `event`, if it needs one.
     fn on_event(&mut self, event: Event<&[u8]>) -> Option<Vec<u8>> {
         match screen(event, self.server.config.framer.max_frame, self.max(), &self.counters) {
-            Screened::Message(message) => self.on_message(message),
+            Screened::Message(_, message) => self.on_message(message),
             Screened::Reply(reply) => Some(reply),
             Screened::Skip => None,
         }
