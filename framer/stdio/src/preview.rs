@@ -4,6 +4,7 @@
 //!
 //! The cut rule is stated on [`Preview`].
 
+#[cfg(feature = "server")]
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
