@@ -8,13 +8,15 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 
 use rmcp::RoleClient;
-use rmcp::model::{ClientNotification, JsonRpcMessage};
+use rmcp::model::{
+    ClientNotification, ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcVersion2_0, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::process::{ChildStderr, Command};
 
-use crate::decode::{AdapterCounts, Counters, bump, decode, request_id, too_large};
-use mcp_framer_jsonrpc::Encoder;
+use crate::decode::{AdapterCounts, Counters, bump, decode, request_id};
+use mcp_framer_jsonrpc::{Encoder, RESPONSE_TOO_LARGE};
 use mcp_framer_stdio::host::{
     Closed, Connection, Inbound, InboundQueue, MetricsSnapshot, SessionConfig, ShutdownReport, ShutdownStage,
     SkippedFrame, StderrLog, WriteError,
@@ -315,5 +317,40 @@ impl ChildProcessHandle {
     /// Kills the child's process group at once.
     pub fn kill(&self) {
         self.connection.kill();
+    }
+}
+
+/// The error response that stands in for a response of `len` bytes over the
+/// limit `max`: code [`RESPONSE_TOO_LARGE`], the length and the limit in its
+/// message and in `data`.
+pub(crate) fn too_large<Req, Resp, Not>(id: RequestId, len: u64, max: u64) -> JsonRpcMessage<Req, Resp, Not> {
+    let message = format!("response of {len} bytes exceeds the transport limit of {max} bytes; it was discarded");
+    let data = serde_json::json!({ "len": len, "max": max });
+    // The code fits in an i32: the table's codes are JSON-RPC's.
+    let code = ErrorCode(RESPONSE_TOO_LARGE as i32);
+    JsonRpcMessage::Error(JsonRpcError {
+        jsonrpc: JsonRpcVersion2_0,
+        id: Some(id),
+        error: ErrorData { code, message: message.into(), data: Some(data) },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcp_framer_jsonrpc::Id;
+    use rmcp::model::NumberOrString;
+
+    #[test]
+    fn too_large_names_the_length_and_the_limit() {
+        let JsonRpcMessage::<(), (), ()>::Error(error) = too_large(NumberOrString::Number(4), 17 << 20, 16 << 20)
+        else {
+            panic!()
+        };
+        assert_eq!(error.id, Some(NumberOrString::Number(4)));
+        assert_eq!(error.error.code.0 as i64, RESPONSE_TOO_LARGE);
+        assert!(error.error.message.contains("17825792 bytes") && error.error.message.contains("16777216 bytes"));
+        assert_eq!(error.error.data, Some(serde_json::json!({"len": 17825792u64, "max": 16777216u64})));
+        assert_eq!(request_id(&Id::from("x")), NumberOrString::String("x".into()));
     }
 }

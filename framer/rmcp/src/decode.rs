@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use rmcp::model::{
-    ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse,
-    JsonRpcVersion2_0, NumberOrString, RequestId,
+    JsonRpcError, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, NumberOrString, RequestId,
 };
 use serde::de::DeserializeOwned;
 
-use mcp_framer_jsonrpc::{Id, Kind, RESPONSE_TOO_LARGE};
+use mcp_framer_jsonrpc::{Id, Kind};
 
 /// Deserializes `frame`, already classified as `kind` by the transport's
 /// parser, straight into that variant of rmcp's message: serde reads the
@@ -37,21 +36,6 @@ pub(crate) fn request_id(id: &Id<'_>) -> RequestId {
     }
 }
 
-/// The error response that stands in for a response of `len` bytes over the
-/// limit `max`: code [`RESPONSE_TOO_LARGE`], the length and the limit in its
-/// message and in `data`.
-pub(crate) fn too_large<Req, Resp, Not>(id: RequestId, len: u64, max: u64) -> JsonRpcMessage<Req, Resp, Not> {
-    let message = format!("response of {len} bytes exceeds the transport limit of {max} bytes; it was discarded");
-    let data = serde_json::json!({ "len": len, "max": max });
-    // The code fits in an i32: the table's codes are JSON-RPC's.
-    let code = ErrorCode(RESPONSE_TOO_LARGE as i32);
-    JsonRpcMessage::Error(JsonRpcError {
-        jsonrpc: JsonRpcVersion2_0,
-        id: Some(id),
-        error: ErrorData { code, message: message.into(), data: Some(data) },
-    })
-}
-
 /// What the adapter counted: every frame the transport delivered that rmcp
 /// could not take, and every report it turned into a message. (The
 /// transport's own counts are in its metrics.)
@@ -71,7 +55,8 @@ pub struct AdapterCounts {
     /// method, params of the wrong shape...): logged at `WARN`, not handed on.
     pub rejected: u64,
     /// Oversize responses whose id was recovered, handed to rmcp as an error
-    /// response with code [`RESPONSE_TOO_LARGE`].
+    /// response with code
+    /// [`RESPONSE_TOO_LARGE`](mcp_framer_jsonrpc::RESPONSE_TOO_LARGE).
     pub oversize_errors: u64,
     /// Reports of frames the transport skipped (not JSON, malformed, oversize
     /// without a recoverable id, cut off): logged at `WARN`.
@@ -138,18 +123,5 @@ mod tests {
     fn a_wrong_version_is_rejected() {
         let frame = br#"{"jsonrpc":"1.0","id":1,"result":{}}"#;
         assert!(decode::<ServerRequest, ServerResult, rmcp::model::ServerNotification>(Kind::Response, frame).is_err());
-    }
-
-    #[test]
-    fn too_large_names_the_length_and_the_limit() {
-        let JsonRpcMessage::<(), (), ()>::Error(error) = too_large(NumberOrString::Number(4), 17 << 20, 16 << 20)
-        else {
-            panic!()
-        };
-        assert_eq!(error.id, Some(NumberOrString::Number(4)));
-        assert_eq!(error.error.code.0 as i64, RESPONSE_TOO_LARGE);
-        assert!(error.error.message.contains("17825792 bytes") && error.error.message.contains("16777216 bytes"));
-        assert_eq!(error.error.data, Some(serde_json::json!({"len": 17825792u64, "max": 16777216u64})));
-        assert_eq!(request_id(&Id::from("x")), NumberOrString::String("x".into()));
     }
 }

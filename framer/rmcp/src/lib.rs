@@ -17,6 +17,22 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Server side (feature `server`), serving on this process's stdio:
+//!
+//! ```no_run
+//! # use rmcp::{ServerHandler, ServiceExt};
+//! # #[derive(Clone)] struct MyServer;
+//! # impl ServerHandler for MyServer {}
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! # { let _ = rmcp::transport::stdio;
+//! // before
+//! let service = MyServer.serve(rmcp::transport::stdio()).await?;
+//! # }
+//! // after
+//! let service = MyServer.serve(mcp_framer_rmcp::stdio()).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! This crate is a thin translation layer: framing, queueing, the process
 //! and every budget live in [`mcp_framer_stdio`]; here a classified frame
 //! becomes rmcp's message type (in one pass, straight into the variant its
@@ -37,7 +53,11 @@ pub use rmcp;
 #[cfg(feature = "client")]
 mod client;
 mod decode;
+#[cfg(feature = "server")]
+mod server;
 
 #[cfg(feature = "client")]
 pub use client::{ChildProcess, ChildProcessBuilder, ChildProcessHandle};
 pub use decode::AdapterCounts;
+#[cfg(feature = "server")]
+pub use server::{Stdio, StdioHandle, capture, stdio, stdio_with_config};
