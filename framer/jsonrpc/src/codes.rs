@@ -30,9 +30,12 @@ pub const OVERLOADED: i64 = -32000;
 /// frame unparsed, recovered its `id`, and fails that request at once rather
 /// than let it wait out its timeout. Its message names the frame's length
 /// and the limit, and its `data` is `{"len": <bytes>, "max": <bytes>}`.
-/// Never sent on the wire: the peer did answer, too largely. The second of
-/// JSON-RPC's implementation-defined server errors.
-pub const RESPONSE_TOO_LARGE: i64 = -32001;
+/// Never sent on the wire: the peer did answer, too largely. One of
+/// JSON-RPC's implementation-defined server errors, clear of the ones SDKs
+/// and MCP already give a meaning (-32000 overloaded here and "connection
+/// closed" in the TypeScript SDK, -32001 its request timeout, -32002 MCP's
+/// resource not found).
+pub const RESPONSE_TOO_LARGE: i64 = -32010;
 
 /// Every code this crate defines, with its standard message (the JSON-RPC
 /// 2.0 specification's wording for the predefined ones).
