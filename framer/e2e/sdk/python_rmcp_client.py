@@ -12,33 +12,14 @@ failed.
 
 import json
 import sys
-import time
 
 import anyio
 from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-STEP_DEADLINE = 10.0
-results = []
-
-
-def record(step, ok, **detail):
-    results.append({"client": "python", "server": "rmcp", "step": step, "ok": bool(ok), **detail})
-    print(json.dumps(results[-1]), flush=True)
-
-
-async def step(name, coro_fn):
-    started = time.monotonic()
-    try:
-        with anyio.fail_after(STEP_DEADLINE):
-            ok, detail = await coro_fn()
-    except Exception as e:  # noqa: BLE001: every failure is a recorded step
-        ok, detail = False, {"error": f"{type(e).__name__}: {e}"}
-    record(name, ok, ms=round((time.monotonic() - started) * 1000, 1), **detail)
-
-
-def text_of(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+# The step runner, its deadline and the text helper: the same as the
+# lib_server client's (this file's folder is on sys.path).
+from python_client import record, results, step, text_of
 
 
 async def run(command, args):
