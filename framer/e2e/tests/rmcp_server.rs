@@ -139,3 +139,26 @@ async fn a_cancelled_run_kills_its_process_group() {
     })
     .await;
 }
+
+/// SIGTERM is the end of stdin for `mcp_framer_rmcp::stdio()`: rmcp's
+/// service sees its input end, finishes, and the server exits 0 while its
+/// stdin is still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_server_as_stdin_eof_does() {
+    support::watchdog(Duration::from_secs(60), "SIGTERM", async {
+        for _ in 0..3 {
+            let transport =
+                ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
+            let handle = transport.handle();
+            let service = ().serve(transport).await.expect("initialize");
+            assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
+            let pid = handle.id().expect("a pid");
+            let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            let exited = support::eventually_async(Duration::from_secs(10), || handle.exit_status().is_some()).await;
+            assert!(exited, "the server exited after SIGTERM; stderr: {}", handle.stderr_tail());
+            assert_eq!(handle.exit_status().and_then(|s| s.code()), Some(0), "{}", handle.stderr_tail());
+            let _ = service.cancel().await;
+        }
+    })
+    .await;
+}
