@@ -162,3 +162,26 @@ async fn sigterm_ends_the_server_as_stdin_eof_does() {
     })
     .await;
 }
+
+/// A result over the server's send limit (16 MiB) is not written: its
+/// request gets a -32603 error for its id, at once, and the server goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_over_the_send_limit_becomes_an_error_for_its_id() {
+    support::watchdog(Duration::from_secs(60), "oversize result", async {
+        let transport =
+            ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
+        let handle = transport.handle();
+        let service = ().serve(transport).await.expect("initialize");
+        let params = CallToolRequestParams::new("large")
+            .with_arguments(json!({"bytes": 17 << 20}).as_object().cloned().unwrap_or_default());
+        let answer = tokio::time::timeout(Duration::from_secs(20), service.call_tool(params)).await.expect("answered");
+        let Err(rmcp::ServiceError::McpError(error)) = answer else { panic!("{answer:?}") };
+        assert_eq!(error.code.0, -32603, "{error:?}");
+        assert!(error.message.contains("exceeds the transport limit of 16777216 bytes"), "{error:?}");
+        // Nothing over the limit reached the host.
+        assert_eq!(handle.metrics().oversize_frames, 0);
+        assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
+        service.cancel().await.unwrap();
+    })
+    .await;
+}
