@@ -6,6 +6,7 @@
 //!
 //! ```no_run
 //! # use rmcp::ServiceExt;
+//! # #[cfg(feature = "client")]
 //! # async fn run(cmd: tokio::process::Command, cmd2: tokio::process::Command) -> Result<(), Box<dyn std::error::Error>> {
 //! # let cmd0 = cmd2;
 //! # { let cmd = cmd0;
@@ -23,6 +24,7 @@
 //! # use rmcp::{ServerHandler, ServiceExt};
 //! # #[derive(Clone)] struct MyServer;
 //! # impl ServerHandler for MyServer {}
+//! # #[cfg(feature = "server")]
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! # { let _ = rmcp::transport::stdio;
 //! // before
@@ -52,12 +54,14 @@ pub use rmcp;
 
 #[cfg(feature = "client")]
 mod client;
+#[cfg(any(feature = "client", feature = "server"))]
 mod decode;
 #[cfg(feature = "server")]
 mod server;
 
 #[cfg(feature = "client")]
 pub use client::{ChildProcess, ChildProcessBuilder, ChildProcessHandle};
+#[cfg(any(feature = "client", feature = "server"))]
 pub use decode::AdapterCounts;
 #[cfg(feature = "server")]
 pub use server::{Stdio, StdioHandle, capture, stdio, stdio_with_config};
