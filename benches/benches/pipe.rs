@@ -44,6 +44,14 @@
 //! `split-cpus` (reader on the first, child on the second) and `unpinned`.
 //! The tokio strategies use a current-thread runtime on the pinned thread.
 //!
+//! Besides criterion's wall-clock time, every iteration measures the CPU
+//! time of this process (the reader: every thread, user and system time)
+//! over the same span, minus an empty baseline (the same strategy reading a
+//! one-frame stream), per MiB read beyond that frame: at 64 KiB and 1 MiB the writing child
+//! sets the pace, so wall time cannot tell the readers apart, CPU time can.
+//! Written to `<criterion dir>/pipe_cpu.json`, which `scripts/bench-report`
+//! reads (`benches/RECORDS.md`).
+//!
 //! `MCP_BENCH_QUICK=1`: 64 MiB per iteration; otherwise 1 GiB. Both take 10
 //! samples. Run: `cargo bench -p mcp-framer-benches --bench pipe`.
 
@@ -55,7 +63,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
 use mcp_framer_benches::pipe::{self, Cpus, Placement, Shape, Writer};
+use mcp_framer_benches::results;
 use mcp_framer_stdio::host::ReaderEnd;
+use serde_json::json;
 use tokio::runtime::Runtime;
 
 use readers::Queue;
@@ -230,6 +240,7 @@ fn main() {
         .configure_from_args();
     let allowed = Cpus::current().expect("sched_getaffinity");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let mut cpu = serde_json::Map::new();
 
     for placement in Placement::ALL {
         let child_cpu = match placement.apply(&allowed) {
@@ -251,23 +262,75 @@ fn main() {
                     Some(_) => format!("{}+pipe1MiB", strategy.name()),
                 };
                 let writer = Writer { pipe_size, ..writer };
-                let expected = if strategy == Strategy::RawDrain { writer.bytes() } else { writer.frames };
+                // CPU per MiB of each iteration, the empty baseline taken off.
+                let mut cpu_per_mib: Vec<f64> = Vec::new();
+                let mut empty = None;
                 group.bench_function(id.as_str(), |b| {
+                    let empty = *empty.get_or_insert_with(|| empty_baseline(strategy, &writer, timeout, &runtime, &id));
                     b.iter_custom(|iters| {
                         let mut elapsed = Duration::ZERO;
                         for _ in 0..iters {
-                            let run = strategy.run(&writer, timeout, &runtime).unwrap_or_else(|e| panic!("{id}: {e}"));
-                            assert_eq!(run.count, expected, "{id}: count read");
-                            let pipe_bytes = pipe_size.map_or(DEFAULT_PIPE, |size| size as u64);
-                            assert_eq!(run.report.pipe_size, pipe_bytes, "{id}: the child's pipe size");
+                            let run = checked_run(strategy, &writer, timeout, &runtime, &id);
+                            // The baseline read one frame: what is left is the rest.
+                            let mib = (writer.bytes() - writer.line_len as u64) as f64 / f64::from(1 << 20);
+                            cpu_per_mib.push(run.cpu.saturating_sub(empty).as_nanos() as f64 / mib);
                             elapsed += run.elapsed;
                         }
                         elapsed
                     });
                 });
+                if let Some(empty) = empty {
+                    let entry = json!({
+                        "at": results::now_unix(),
+                        "bytes_per_iteration": writer.bytes(),
+                        "empty_baseline_ns": empty.as_nanos() as u64,
+                        "empty_baseline_bytes": writer.line_len,
+                        "cpu_ns_per_mib": cpu_per_mib,
+                    });
+                    cpu.insert(format!("pipe/{shape_name}/{}/{id}", placement.name()), entry);
+                }
             }
             group.finish();
         }
     }
     criterion.final_summary();
+    if !cpu.is_empty() {
+        match results::merge_into(CPU_FILE, CPU_ABOUT, cpu) {
+            Ok(path) => eprintln!("pipe: CPU per MiB written to {}", path.display()),
+            Err(e) => eprintln!("pipe: cannot write the CPU per MiB: {e}"),
+        }
+    }
+}
+
+/// The file in criterion's directory that holds the CPU per MiB.
+const CPU_FILE: &str = "pipe_cpu.json";
+const CPU_ABOUT: &str = "CPU time of the reading process (CLOCK_PROCESS_CPUTIME_ID: every thread, user and system) \
+    per MiB read, from the child's start signal to its exit, one value per iteration: (CPU time - the empty \
+    baseline) / (bytes - the baseline's bytes), the empty baseline being the median CPU time of the same strategy \
+    reading a one-frame stream; written by benches/benches/pipe.rs";
+
+/// One run of `strategy` over `writer`, its count and the child's pipe size
+/// checked.
+fn checked_run(strategy: Strategy, writer: &Writer, timeout: Duration, runtime: &Runtime, id: &str) -> pipe::Run {
+    let run = strategy.run(writer, timeout, runtime).unwrap_or_else(|e| panic!("{id}: {e}"));
+    let expected = if strategy == Strategy::RawDrain { writer.bytes() } else { writer.frames };
+    assert_eq!(run.count, expected, "{id}: count read");
+    let pipe_bytes = writer.pipe_size.map_or(DEFAULT_PIPE, |size| size as u64);
+    assert_eq!(run.report.pipe_size, pipe_bytes, "{id}: the child's pipe size");
+    run
+}
+
+/// Runs of the empty baseline: the most CPU a strategy spends on a stream
+/// whatever its length (starting, the last wake-ups, the child's exit).
+const EMPTY_RUNS: usize = 3;
+
+/// The median CPU time of `strategy` reading a stream of one frame of the
+/// same shape: what a run costs that is not per byte, taken off each
+/// iteration's CPU time before dividing by the bytes.
+fn empty_baseline(strategy: Strategy, writer: &Writer, timeout: Duration, runtime: &Runtime, id: &str) -> Duration {
+    let one = Writer { frames: 1, ..*writer };
+    let mut cpu: Vec<Duration> =
+        (0..EMPTY_RUNS).map(|_| checked_run(strategy, &one, timeout, runtime, id).cpu).collect();
+    cpu.sort();
+    cpu[EMPTY_RUNS / 2]
 }

@@ -24,8 +24,10 @@
 //!   with `try_send` and dropping it when the queue is full.
 //!
 //! It prints a Markdown table (the median of three runs per row) and writes
-//! it, with an SVG bar chart of the child's time blocked in `write`, to
-//! `<target>/criterion/slow_consumer/`. Unpinned placement.
+//! it, and the same rows as JSON, to `<criterion dir>/slow_consumer/`
+//! (`table.md`, `results.json`); `scripts/bench-report` keeps the JSON in its
+//! record and draws the chart of the child's time blocked in `write` from it
+//! (`benches/RECORDS.md`). Unpinned placement.
 //!
 //! Run: `cargo bench -p mcp-framer-benches --bench slow_consumer`
 //! (`MCP_BENCH_QUICK=1`: fewer messages).
@@ -33,12 +35,12 @@
 mod readers;
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::ChildStdout;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
+use mcp_framer_benches::results;
 use mcp_framer_stdio::host::{Overload, ReaderEnd, SessionConfig};
 use tokio::runtime::Runtime;
 
@@ -250,94 +252,27 @@ fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
     out
 }
 
-/// A grouped bar chart of the child's time blocked in `write`, one group per
-/// consumer cost, one bar per reader, each bar labelled with its value.
-fn svg(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
-    const COLORS: [&str; 5] = ["#d62728", "#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c"];
-    let (width, height, left, top, bottom) = (800.0, 420.0, 70.0, 60.0, 90.0);
-    let plot_h = height - top - bottom;
-    let highest = results.iter().map(|(_, _, r)| r.blocked.as_secs_f64() * 1e3).fold(1.0, f64::max);
-    let step = nice_step(highest / 4.0);
-    let max = (highest / step).ceil() * step * 1.1;
-    let groups = COSTS_US.len() as f64;
-    let per = Strategy::ALL.len() as f64;
-    let group_w = (width - left - 20.0) / groups;
-    let bar_w = group_w * 0.8 / per;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="13">"#
-    );
-    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">Server time blocked in write() while the host's consumer is slow ({messages} messages)</text>"#,
-        width / 2.0
-    );
-    let _ = writeln!(
-        out,
-        r#"<text x="18" y="{}" transform="rotate(-90 18 {})" text-anchor="middle">child blocked in write (ms)</text>"#,
-        top + plot_h / 2.0,
-        top + plot_h / 2.0
-    );
-    let base = top + plot_h;
-    let _ = writeln!(out, r#"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="black"/>"#, width - 20.0);
-    let _ = writeln!(out, r#"<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="black"/>"#);
-    for tick in 0..=(max / step) as u32 {
-        let value = step * f64::from(tick);
-        let y = base - value / max * plot_h;
-        let _ = writeln!(out, r#"<text x="{}" y="{}" text-anchor="end">{value:.0}</text>"#, left - 6.0, y + 4.0);
-        let _ = writeln!(out, r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##, width - 20.0);
-    }
-    for (g, cost) in COSTS_US.iter().enumerate() {
-        let x0 = left + group_w * g as f64 + group_w * 0.1;
-        for (b, strategy) in Strategy::ALL.iter().enumerate() {
-            let Some((_, _, row)) = results.iter().find(|(c, s, _)| c == cost && s == strategy) else { continue };
-            let value = row.blocked.as_secs_f64() * 1e3;
-            let h = value / max * plot_h;
-            let x = x0 + bar_w * b as f64;
-            let _ = writeln!(
-                out,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"/>"#,
-                base - h,
-                bar_w - 4.0,
-                COLORS[b]
-            );
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{value:.1}</text>"#,
-                x + (bar_w - 4.0) / 2.0,
-                base - h - 4.0
-            );
-        }
-        let _ = writeln!(
-            out,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">consumer {cost} µs/msg</text>"#,
-            x0 + group_w * 0.4,
-            base + 20.0
-        );
-    }
-    for (b, strategy) in Strategy::ALL.iter().enumerate() {
-        let y = base + 45.0 + 18.0 * (b as f64 / 2.0).floor();
-        let x = left + 360.0 * (b % 2) as f64;
-        let _ = writeln!(out, r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/>"#, y - 11.0, COLORS[b]);
-        let _ = writeln!(out, r#"<text x="{}" y="{y}">{}</text>"#, x + 18.0, strategy.name());
-    }
-    let _ = writeln!(out, "</svg>");
-    out
-}
-
-/// The smallest of 1, 2 or 5 times a power of ten that is at least `raw`.
-fn nice_step(raw: f64) -> f64 {
-    let magnitude = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * magnitude).find(|&step| step >= raw).unwrap_or(raw)
-}
-
-/// `<target>/criterion/slow_consumer`, next to criterion's reports (the
-/// bench runs from `<target>/<profile>/deps/`).
-fn output_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.parent()?.join("criterion").join("slow_consumer"))
+/// The rows as JSON (`<criterion dir>/slow_consumer/results.json`), which
+/// `scripts/bench-report` copies into its record and draws its chart from.
+fn results_json(messages: u64, results: &[(u64, Strategy, Row)]) -> serde_json::Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let rows: Vec<serde_json::Value> = results
+        .iter()
+        .map(|(cost, strategy, row)| {
+            serde_json::json!({
+                "consumer_us": cost,
+                "reader": strategy.name(),
+                "blocked_ms": ms(row.blocked),
+                "child_elapsed_ms": ms(row.elapsed),
+                "handled": row.handled,
+                "dropped": row.dropped,
+                "waited_ms": row.waited.map(ms),
+                "overload_episodes": row.episodes,
+                "host_done_ms": ms(row.host_done),
+            })
+        })
+        .collect();
+    serde_json::json!({ "at": results::now_unix(), "messages": messages, "repeats": REPEATS, "rows": rows })
 }
 
 fn main() {
@@ -362,12 +297,13 @@ fn main() {
     }
     let table = table(messages, &results);
     println!("{table}");
-    if let Some(dir) = output_dir() {
+    if let Some(dir) = results::criterion_dir().map(|dir| dir.join("slow_consumer")) {
+        let json = serde_json::to_string_pretty(&results_json(messages, &results)).expect("JSON");
         let written = std::fs::create_dir_all(&dir)
             .and_then(|()| std::fs::write(dir.join("table.md"), &table))
-            .and_then(|()| std::fs::write(dir.join("blocked.svg"), svg(messages, &results)));
+            .and_then(|()| std::fs::write(dir.join("results.json"), json + "\n"));
         match written {
-            Ok(()) => println!("table and plot: {}", dir.display()),
+            Ok(()) => println!("table and results: {}", dir.display()),
             Err(e) => eprintln!("slow_consumer: cannot write to {}: {e}", dir.display()),
         }
     }

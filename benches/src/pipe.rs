@@ -148,6 +148,10 @@ pub struct Run {
     pub started: Instant,
     /// From the start signal to the child's exit, reading included.
     pub elapsed: Duration,
+    /// The CPU time this process (every thread of the reader: tasks,
+    /// runtime, user and kernel time) spent over the same span
+    /// ([`ProcessCpu`]); the child's own CPU is not in it.
+    pub cpu: Duration,
     /// What the reader returned (a frame or byte count).
     pub count: u64,
     /// The child's own report.
@@ -182,11 +186,13 @@ pub fn run(
         let _ = child.wait();
         return Err(format!("child not ready: {ready:?}"));
     }
+    let cpu = ProcessCpu::start();
     let start = Instant::now();
     drop(stdin);
     let count = read(stdout);
     let status = child.wait().map_err(|e| format!("wait: {e}"));
     let elapsed = start.elapsed();
+    let cpu = cpu.elapsed();
     let fired = watchdog.fired();
     drop(watchdog);
     let mut rest = String::new();
@@ -203,7 +209,33 @@ pub fn run(
     if (report.bytes, report.frames) != (writer.bytes(), writer.frames) {
         return Err(format!("child wrote {report:?}, expected {} bytes in {} frames", writer.bytes(), writer.frames));
     }
-    Ok(Run { started: start, elapsed, count, report })
+    Ok(Run { started: start, elapsed, cpu, count, report })
+}
+
+/// The CPU time of this whole process, every thread, user and system time
+/// (`CLOCK_PROCESS_CPUTIME_ID`: what `getrusage(RUSAGE_SELF)` reports, in
+/// nanoseconds), from [`ProcessCpu::start`]. A reader's cost per byte: on a
+/// machine where the writing child, not the reader, sets the pace, wall-clock
+/// time says nothing about the reader, its CPU time does.
+#[derive(Clone, Copy, Debug)]
+pub struct ProcessCpu(Duration);
+
+impl ProcessCpu {
+    /// Reads the clock.
+    pub fn start() -> ProcessCpu {
+        ProcessCpu(process_cpu_now())
+    }
+
+    /// CPU time used since [`ProcessCpu::start`].
+    pub fn elapsed(self) -> Duration {
+        process_cpu_now().saturating_sub(self.0)
+    }
+}
+
+fn process_cpu_now() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    let secs = u64::try_from(t.tv_sec).expect("CPU time is positive");
+    Duration::new(secs, u32::try_from(t.tv_nsec).expect("nanoseconds fit"))
 }
 
 /// The child's closing stderr line, parsed.

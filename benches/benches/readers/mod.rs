@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use mcp_framer::{Config, Event, Framer};
-use mcp_framer_benches::pipe::{self, Report, Watchdog, Writer};
+use mcp_framer_benches::pipe::{self, ProcessCpu, Report, Watchdog, Writer};
 use mcp_framer_stdio::host::{
     Inbound, InboundQueue, Metrics, Overload, OverloadPolicy, Reader, ReaderReport, Session, SessionConfig,
     inbound_channel,
@@ -256,6 +256,7 @@ pub async fn run_session(exe: &str, writer: &Writer, timeout: Duration) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    let cpu = ProcessCpu::start();
     let start = Instant::now();
     session.notify(START_METHOD, &()).await.map_err(|e| format!("start: {e}"))?;
     let mut frames = 0;
@@ -270,6 +271,7 @@ pub async fn run_session(exe: &str, writer: &Writer, timeout: Duration) -> Resul
     }
     let closed = session.wait_closed().await;
     let elapsed = start.elapsed();
+    let cpu = cpu.elapsed();
     let fired = watchdog.fired();
     drop(watchdog);
     if fired {
@@ -285,7 +287,7 @@ pub async fn run_session(exe: &str, writer: &Writer, timeout: Duration) -> Resul
     }
     let report = Report::parse(closed.stderr_tail())?;
     check_report(writer, &report)?;
-    Ok(pipe::Run { started: start, elapsed, count: frames, report })
+    Ok(pipe::Run { started: start, elapsed, cpu, count: frames, report })
 }
 
 /// Runs `writer` under rmcp's `TokioChildProcess` (rmcp 3.11, the official
@@ -309,6 +311,7 @@ pub async fn run_rmcp(exe: &str, writer: &Writer, timeout: Duration) -> Result<p
     if ready.trim_end() != "pipe_writer: ready" {
         return Err(format!("child not ready: {ready:?}"));
     }
+    let cpu = ProcessCpu::start();
     let start = Instant::now();
     let note = ClientNotification::CustomNotification(CustomNotification::new(START_METHOD, None));
     child.send(ClientJsonRpcMessage::notification(note)).await.map_err(|e| format!("start: {e}"))?;
@@ -322,6 +325,7 @@ pub async fn run_rmcp(exe: &str, writer: &Writer, timeout: Duration) -> Result<p
     let mut inner = child.into_inner().ok_or("the child is gone")?;
     let status = inner.wait().await.map_err(|e| format!("wait: {e}"))?;
     let elapsed = start.elapsed();
+    let cpu = cpu.elapsed();
     let fired = watchdog.fired();
     drop(watchdog);
     let mut rest = String::new();
@@ -334,7 +338,7 @@ pub async fn run_rmcp(exe: &str, writer: &Writer, timeout: Duration) -> Result<p
     }
     let report = Report::parse(&rest)?;
     check_report(writer, &report)?;
-    Ok(pipe::Run { started: start, elapsed, count: frames, report })
+    Ok(pipe::Run { started: start, elapsed, cpu, count: frames, report })
 }
 
 /// Which stdio client transport [`run_rmcp_service`] puts under rmcp's

@@ -58,10 +58,10 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// # Memory
 ///
 /// * **Lazy, small start.** [`new`](Framer::new) allocates nothing. The first
-///   [`spare`](Framer::spare) lends 4 KiB (or `read_size` if smaller), and
-///   the lend doubles each time a read fills it, up to
+///   [`spare`](Framer::spare) lends 512 bytes (or `read_size` if smaller),
+///   and the lend doubles each time a read fills it, up to
 ///   [`Config::read_size`](Config#structfield.read_size). An idle session
-///   holds a few KiB, not a whole read.
+///   holds less than a page, not a whole read.
 /// * **Growth touches only what it uses.** The storage grows by reserving
 ///   capacity; only the bytes lent by `spare` (or copied in by `push`) are
 ///   ever written, so pages the stream never reaches are never made
@@ -161,8 +161,9 @@ enum Phase {
     Stopped(FrameError),
 }
 
-/// The first lend of a fresh framer (at most the read size).
-const INITIAL_LEND: usize = 4096;
+/// The first lend of a fresh framer (at most the read size): less than a
+/// page, so an idle session (one small answer so far) costs no whole page.
+const INITIAL_LEND: usize = 512;
 
 /// Where a frame's bytes are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,7 +287,7 @@ impl Framer {
 
     /// Lends spare space in the framer's buffer for one read. Read into it,
     /// then [`commit`](Framer::commit) the number of bytes read. A fresh
-    /// framer lends at least 4 KiB (or
+    /// framer lends at least 512 bytes (or
     /// [`Config::read_size`](Config#structfield.read_size) if smaller), and
     /// each read that fills what was lent doubles the least lend, up to
     /// `read_size`; a busy stream reaches `read_size` in a few reads. The

@@ -1,10 +1,12 @@
 // The official TypeScript SDK's client against a server built on
-// mcp-framer-stdio.
+// mcp-framer-stdio: v1 (`@modelcontextprotocol/sdk`) by default, or v2
+// (`@modelcontextprotocol/client`) with its version negotiation.
 //
-//     node node_client.mjs <server executable> [args...]
+//     node node_client.mjs <server executable> [args...]            # v1
+//     node node_client.mjs --v2 auto <server executable> [args...]  # v2, server/discover then initialize
+//     node node_client.mjs --v2 2026-07-28 <server> [args...]       # v2 pinned to the modern era
 //
-// (with @modelcontextprotocol/sdk resolvable: NODE_PATH or a node_modules
-// next to it). The same steps as python_client.py, each under a deadline:
+// (with the SDK resolvable: NODE_PATH or a node_modules next to it). The same steps as python_client.py, each under a deadline:
 // initialize, tools/list, a plain call, a structured call the SDK validates
 // against its outputSchema, a tool failure as an `isError` result, invalid
 // arguments as JSON-RPC -32602, a 4 MiB result, a call given up on (the
@@ -12,15 +14,25 @@
 // call that completes at once, and ping. One JSON line per step, then a
 // summary; exit code 1 if any step failed.
 
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { McpError } from "@modelcontextprotocol/sdk/types.js";
+const argv = process.argv.slice(2);
+// `--v2 auto` or `--v2 <pinned version>`: the v2 client and its negotiation mode.
+const v2 = argv[0] === "--v2" ? argv[1] : undefined;
+const serverArgs = v2 ? argv.slice(2) : argv;
+const label = v2 ? `node-v2-${v2}` : "node";
+const { Client } = await import(v2 ? "@modelcontextprotocol/client" : "@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = await import(
+  v2 ? "@modelcontextprotocol/client/stdio" : "@modelcontextprotocol/sdk/client/stdio.js"
+);
+// v1 throws McpError for a JSON-RPC error, v2 ProtocolError.
+const RpcError = v2
+  ? (await import("@modelcontextprotocol/client")).ProtocolError
+  : (await import("@modelcontextprotocol/sdk/types.js")).McpError;
 
 const STEP_DEADLINE_MS = 10_000;
 const results = [];
 
 function record(step, ok, detail = {}) {
-  results.push({ client: "node", step, ok: Boolean(ok), ...detail });
+  results.push({ client: label, step, ok: Boolean(ok), ...detail });
   console.log(JSON.stringify(results.at(-1)));
 }
 
@@ -43,20 +55,29 @@ async function step(name, fn) {
 const textOf = (result) => result.content.filter((b) => b.type === "text").map((b) => b.text).join("");
 
 async function main() {
-  const [command, ...args] = process.argv.slice(2);
+  const [command, ...args] = serverArgs;
   if (!command) {
-    console.error("usage: node node_client.mjs <server executable> [args...]");
+    console.error("usage: node node_client.mjs [--v2 auto|VERSION] <server executable> [args...]");
     process.exit(2);
   }
   const transport = new StdioClientTransport({ command, args, stderr: "pipe" });
   let stderr = "";
   transport.stderr?.on("data", (chunk) => (stderr += chunk));
-  const client = new Client({ name: "mcp-framer-interop", version: "1.0.0" });
+  const negotiation = v2 ? { versionNegotiation: { mode: v2 === "auto" ? "auto" : { pin: v2 } } } : {};
+  const client = new Client({ name: "mcp-framer-interop", version: "1.0.0" }, negotiation);
+  const timeoutOption = (ms) => ({ timeout: ms });
 
-  await step("initialize", async () => {
+  await step(v2 ? "connect (negotiated)" : "initialize", async () => {
     await client.connect(transport);
     const server = client.getServerVersion();
-    return [server?.name === "lib-server", { server: server?.name }];
+    const detail = { server: server?.name };
+    if (v2) {
+      detail.era = client.getProtocolEra?.();
+      detail.protocol = client.getNegotiatedProtocolVersion?.();
+    }
+    // Pinned, the era must be modern at exactly that version.
+    const pinned = !v2 || v2 === "auto" || (detail.era === "modern" && detail.protocol === v2);
+    return [server?.name === "lib-server" && pinned, detail];
   });
   await step("tools/list", async () => {
     const { tools } = await client.listTools();
@@ -85,7 +106,7 @@ async function main() {
     try {
       await client.callTool({ name: "bad_args", arguments: {} });
     } catch (e) {
-      return [e instanceof McpError && e.code === -32602, { code: e.code }];
+      return [e instanceof RpcError && e.code === -32602, { code: e.code }];
     }
     return [false, { error: "no JSON-RPC error" }];
   });
@@ -98,7 +119,9 @@ async function main() {
     let started = performance.now();
     let timeoutError;
     try {
-      await client.callTool({ name: "slow", arguments: { ms: 60000 } }, undefined, { timeout: 500 });
+      // v1: (params, resultSchema, options); v2: (params, options).
+      const call = { name: "slow", arguments: { ms: 60000 } };
+      await (v2 ? client.callTool(call, timeoutOption(500)) : client.callTool(call, undefined, timeoutOption(500)));
       return [false, { error: "the slow call returned" }];
     } catch (e) {
       timeoutError = String(e).slice(0, 60);
@@ -109,10 +132,13 @@ async function main() {
     const after = Math.round((performance.now() - started) * 10) / 10;
     return [textOf(result) === "after" && after < 1000, { gave_up_ms: gaveUp, next_call_ms: after, timeout_error: timeoutError }];
   });
-  await step("ping", async () => {
-    await client.ping();
-    return [true, {}];
-  });
+  // The 2026-07-28 revision removed ping; the legacy era still has it.
+  if (!v2 || client.getProtocolEra?.() !== "modern") {
+    await step("ping", async () => {
+      await client.ping();
+      return [true, {}];
+    });
+  }
   await step("close", async () => {
     await client.close();
     // The server prints its report when stdin closes; give it a moment.
@@ -129,7 +155,7 @@ async function main() {
     record("server report", false, { error: "no report line on the server's stderr" });
   }
   const failed = results.filter((r) => !r.ok).map((r) => r.step);
-  console.log(JSON.stringify({ client: "node", steps: results.length, failed }));
+  console.log(JSON.stringify({ client: label, steps: results.length, failed }));
   process.exit(failed.length ? 1 : 0);
 }
 

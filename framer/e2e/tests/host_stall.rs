@@ -9,8 +9,8 @@ mod host_support;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use host_support::{config, eventually, fixture, tool, watchdog};
-use mcp_framer_stdio::host::{CloseReason, RequestError, Session, WriteError};
+use host_support::{eventually, spawn_busy_reader, tool, watchdog};
+use mcp_framer_stdio::host::{CloseReason, RequestError, WriteError};
 use serde_json::json;
 
 #[tokio::test]
@@ -18,11 +18,7 @@ async fn a_write_stall_ends_the_session_and_stops_the_child() {
     watchdog("write stall", async {
         let write_timeout = Duration::from_millis(500);
         // Inline dispatch: while `slow_stream` runs (4 s), stdin is not read.
-        let (session, _inbound) =
-            Session::spawn(fixture(&["--dispatch", "inline"]), config().with_write_timeout(write_timeout))
-                .expect("spawn");
-        let slow = tool("slow_stream", json!({"chunks": 40, "interval_ms": 100, "chunk_bytes": 64}));
-        let stream = session.start("tools/call", &slow).await.expect("sent");
+        let (session, _inbound, stream) = spawn_busy_reader(write_timeout).await;
         // One MiB to a server that reads nothing: the pipe takes 64 KiB.
         let started = Instant::now();
         let big = tool("echo", json!({"text": "x".repeat(1 << 20)}));

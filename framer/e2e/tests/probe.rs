@@ -1,8 +1,9 @@
 //! `mcp-probe` against its fixture, real processes both: the well-behaved
 //! fixture gets all PASS; each defect switch makes its check FAIL with the
-//! right evidence and leaves the others alone; the JSON report matches
-//! `framer/probe/report.schema.json`; usage errors and a server that cannot
-//! start exit with 2.
+//! right evidence and leaves the others alone; each non-defect switch (SDK
+//! behaviours, a slow reader, one era only) gets no FAIL; the JSON report
+//! matches `framer/probe/report.schema.json`; usage errors (unknown tools
+//! and arguments included) and a server that cannot start exit with 2.
 //!
 //! The probe binary is `probe_cli` (this crate's thin wrapper around
 //! `mcp_probe::main`), since a test can only name its own package's binaries.
@@ -100,6 +101,16 @@ impl Run {
         assert_eq!(self.report()["leftover_processes"], Value::Array(vec![]), "{}", self.text);
         validate(&schema(), self.report(), "report");
     }
+
+    /// No check FAILs, the run exits 0, nothing is left, the report is valid.
+    fn no_fails(&self) {
+        for name in CHECKS {
+            assert_ne!(self.verdict(name), "FAIL", "{name}:\n{}", self.text);
+        }
+        assert_eq!(self.exit, Some(0), "{}", self.text);
+        assert_eq!(self.report()["leftover_processes"], Value::Array(vec![]), "{}", self.text);
+        validate(&schema(), self.report(), "report");
+    }
 }
 
 fn temp_json(label: &str) -> PathBuf {
@@ -145,9 +156,11 @@ fn run_watched(mut command: Command, what: &str) -> std::process::Output {
 /// `fixture` switches.
 fn probe(extra: &[&str], fixture: &[&str]) -> Run {
     let json = temp_json(fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
+    // A flag in `extra` replaces FAST's.
+    let fast = FAST.chunks(2).filter(|pair| !extra.contains(&pair[0])).flatten();
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     command
-        .args(FAST)
+        .args(fast)
         .args(extra)
         .arg("--json")
         .arg(&json)
@@ -234,9 +247,18 @@ fn the_well_behaved_fixture_passes_every_check() {
     assert_eq!(run.exit, Some(0), "{}", run.text);
     let report = run.report();
     validate(&schema(), report, "report");
-    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(1)));
+    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(2)));
     assert_eq!(report["summary"]["pass"], 9);
     assert_eq!(report["server_info"]["name"], "probe_fixture");
+    // It serves both eras: the probe finds the modern one first.
+    assert_eq!(report["opening"]["era"], "modern", "{}", run.text);
+    assert_eq!(report["opening"]["protocol_version"], "2026-07-28");
+    assert_eq!(report["hints"], Value::Array(vec![]));
+    // The slow tool's child process was seen and gone after the cancel.
+    assert_eq!(run.check("cancellation")["measurements"]["children_started"], 1, "{}", run.text);
+    assert!(run.evidence("cancellation").contains("every process the call started was gone"), "{}", run.text);
+    assert!(run.evidence("shutdown").contains("while tools/call slow ran"), "{}", run.text);
+    assert!(run.evidence("request-size").contains("answer times (reported apart from the limit)"), "{}", run.text);
     // The evidence carries the figures, not just the verdicts.
     assert!(run.evidence("request-size").contains("says so with an error"), "{}", run.text);
     assert!(run.evidence("request-size").contains("error reply -32600 (id null)"), "{}", run.text);
@@ -255,7 +277,7 @@ fn a_banner_on_stdout_fails_stdout_hygiene() {
     let run = probe(&[], &["--banner"]);
     run.only_fails(
         "stdout-hygiene",
-        &["60 bytes in 1 non-JSON-RPC line(s) on stdout before initialize", "probe_fixture 1.0 starting"],
+        &["60 bytes in 1 non-JSON-RPC line(s) on stdout before server/discover", "probe_fixture 1.0 starting"],
     );
     assert_eq!(run.check("stdout-hygiene")["measurements"]["pre_initialize_bytes"], 60);
 }
@@ -267,14 +289,96 @@ fn a_looping_cursor_fails_the_handshake() {
 }
 
 #[test]
-fn no_reply_to_malformed_input_fails_bad_input() {
+fn no_reply_to_malformed_input_warns_and_names_the_sdks() {
+    // What the TypeScript and Python SDKs do: a deviation, not a FAIL.
     let run = probe(&[], &["--silent-on-malformed"]);
-    run.only_fails(
-        "bad-input",
-        &["a line that is not JSON: answered with nothing", "a JSON array: answered with nothing"],
-    );
+    run.no_fails();
+    assert_eq!(run.verdict("bad-input"), "WARN", "{}", run.text);
+    let evidence = run.evidence("bad-input");
+    for needle in [
+        "WARN: a line that is not JSON: answered with nothing within 500 ms (expected error -32700)",
+        "WARN: a JSON array: answered with nothing",
+        "hint: silent-on-parse-error: known in the TypeScript SDK",
+    ] {
+        assert!(evidence.contains(needle), "{needle:?} not in:\n{evidence}");
+    }
     // The server stayed alive: the unknown method still got its -32601.
-    assert!(run.evidence("bad-input").contains("an unknown method: error -32601"));
+    assert!(evidence.contains("an unknown method: error -32601"));
+    assert_eq!(run.report()["hints"][0]["behaviour"], "silent-on-parse-error");
+    // The same run with --fail-on warn exits 1.
+    let strict = probe(&["--only", "bad-input", "--fail-on", "warn"], &["--silent-on-malformed"]);
+    assert_eq!(strict.exit, Some(1), "{}", strict.text);
+    assert_eq!(
+        (strict.report()["fail_on"].as_str(), strict.report()["summary"]["exit_code"].as_i64()),
+        (Some("warn"), Some(1))
+    );
+    // And the well-behaved fixture with --fail-on warn still exits 0.
+    let clean = probe(&["--only", "bad-input", "--fail-on", "warn"], &[]);
+    assert_eq!((clean.verdict("bad-input"), clean.exit), ("PASS", Some(0)), "{}", clean.text);
+}
+
+#[test]
+fn a_quadratic_reader_is_slow_not_limited() {
+    // 8 MiB takes the fixture well over 1 s to read (it sleeps 1 ms per MiB
+    // held on each 4 KiB read); the write stalls, a fresh server answers.
+    let run =
+        probe(&["--only", "request-size", "--max-request", "8MiB", "--step-timeout", "1s"], &["--quadratic-reader"]);
+    run.no_fails();
+    let evidence = run.evidence("request-size");
+    assert!(evidence.contains("answer times (reported apart from the limit): 1024 B"), "{evidence}");
+    assert!(evidence.contains("was not taken within --step-timeout 1.00 s: the server reads slowly"), "{evidence}");
+    assert!(evidence.contains("a fresh server answered at once"), "{evidence}");
+    assert_eq!(run.verdict("request-size"), "WARN");
+    assert!(run.check("request-size")["measurements"]["stalled_at"].as_u64().is_some());
+}
+
+#[test]
+fn a_cancelled_call_that_leaves_its_child_fails_cancellation() {
+    let run = probe(&[], &["--orphan-child"]);
+    run.only_fails("cancellation", &["process(es) the cancelled call started still alive", "(sleep 6)", "pid "]);
+    let survived = &run.check("cancellation")["measurements"]["children_survived"];
+    assert_eq!(survived.as_array().map(Vec::len), Some(1), "{}", run.text);
+    assert_eq!(survived[0]["cmdline"], "sleep 6");
+}
+
+#[test]
+fn outliving_stdin_while_a_tool_runs_fails_shutdown() {
+    let run = probe(&[], &["--linger-while-busy"]);
+    run.only_fails("shutdown", &["still running 1.00 s after stdin was closed while tools/call slow ran"]);
+    // Idle, the same server exits at once.
+    assert!(run.evidence("shutdown").contains("exited "), "{}", run.text);
+    assert_eq!(run.check("shutdown")["measurements"]["stage"], "StdinClosed");
+    assert_eq!(run.report()["hints"][0]["behaviour"], "outlives-stdin-while-busy");
+}
+
+#[test]
+fn a_modern_only_server_passes_in_the_modern_era() {
+    let run = probe(&[], &["--modern-only"]);
+    for name in CHECKS {
+        assert_eq!(run.verdict(name), "PASS", "{name}:\n{}", run.text);
+    }
+    run.no_fails();
+    assert_eq!(run.report()["opening"]["era"], "modern");
+    assert_eq!(run.report()["opening"]["offered_versions"], serde_json::json!(["2026-07-28"]));
+    assert!(run.evidence("handshake").contains("modern era: server/discover answered"), "{}", run.text);
+    // --era legacy cannot open it: the handshake FAILs.
+    let legacy = probe(&["--era", "legacy", "--only", "handshake"], &["--modern-only"]);
+    assert_eq!(legacy.verdict("handshake"), "FAIL", "{}", legacy.text);
+}
+
+#[test]
+fn a_legacy_only_server_passes_after_the_fallback() {
+    let run = probe(&[], &["--legacy-only"]);
+    for name in CHECKS {
+        assert_eq!(run.verdict(name), "PASS", "{name}:\n{}", run.text);
+    }
+    run.no_fails();
+    let opening = &run.report()["opening"];
+    assert_eq!((opening["era"].as_str(), opening["protocol_version"].as_str()), (Some("legacy"), Some("2025-11-25")));
+    assert!(opening["fallback"].as_str().unwrap_or("").contains("server/discover got error -32601"), "{}", run.text);
+    // --era modern refuses it.
+    let modern = probe(&["--era", "modern", "--only", "handshake"], &["--legacy-only"]);
+    assert_eq!(modern.verdict("handshake"), "FAIL", "{}", modern.text);
 }
 
 #[test]
@@ -360,4 +464,39 @@ fn usage_errors_and_unstartable_servers_exit_with_2() {
     assert_eq!(status(&["--only", "nine", "--", "true"]), Some(2), "unknown check");
     assert_eq!(status(&["--step-timeout", "soon", "--", "true"]), Some(2), "bad duration");
     assert_eq!(status(&["--", "/nonexistent/mcp-server"]), Some(2), "server that cannot start");
+    assert_eq!(status(&["--fail-on", "sometimes", "--", "true"]), Some(2), "bad --fail-on");
+}
+
+/// Runs the probe with `args` against the well-behaved fixture; returns
+/// the exit status, stdout and stderr.
+fn probe_raw(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+    command.args(args).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
+    let output = run_watched(command, &format!("mcp-probe {args:?}"));
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code(), text(&output.stdout), text(&output.stderr))
+}
+
+#[test]
+fn tools_are_checked_against_tools_list_and_their_schemas() {
+    let (code, _, stderr) = probe_raw(&["-q", "--large", r#"huge {"bytes":10}"#]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(r#"--large "huge": the server has no such tool; its tools: large, slow"#), "{stderr}");
+    let (code, _, stderr) = probe_raw(&["-q", "--slow", r#"slow {"seconds":"four"}"#]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(r#""seconds" should be number, not "four""#), "{stderr}");
+    // Right names and arguments run.
+    let (code, stdout, _) = probe_raw(&["-q", "--only", "handshake", "--slow", r#"slow {"seconds":1}"#]);
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[test]
+fn list_tools_prints_every_tool_with_its_schema_and_hints() {
+    let (code, stdout, stderr) = probe_raw(&["--list-tools"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("tools of") && stdout.contains("(modern era): 2"), "{stdout}");
+    assert!(stdout.contains("\nlarge\n") && stdout.contains("\nslow\n"), "{stdout}");
+    assert!(stdout.contains(r#"inputSchema: {"properties":{"bytes""#), "{stdout}");
+    assert!(stdout.contains(r#"may suit: --large 'large {"bytes":4000000}'"#), "{stdout}");
+    assert!(stdout.contains(r#"may suit: --slow 'slow {"seconds":10}'"#), "{stdout}");
 }

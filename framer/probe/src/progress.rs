@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::checks::CheckId;
+use crate::check_id::CheckId;
 use crate::report::CheckResult;
 
 /// The progress display.
 #[derive(Debug)]
-pub struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     plain: bool,
     total: usize,
@@ -20,7 +20,7 @@ pub struct Progress {
 impl Progress {
     /// A display for `total` checks: a spinner on a terminal, plain lines
     /// otherwise, nothing when `quiet`.
-    pub fn new(total: usize, quiet: bool) -> Progress {
+    pub(crate) fn new(total: usize, quiet: bool) -> Progress {
         if quiet {
             return Progress { bar: None, plain: false, total };
         }
@@ -37,7 +37,7 @@ impl Progress {
     }
 
     /// A check starts.
-    pub fn start(&self, index: usize, check: CheckId) {
+    pub(crate) fn start(&self, index: usize, check: CheckId) {
         if let Some(bar) = &self.bar {
             bar.set_position(index as u64);
             bar.set_prefix(check.name());
@@ -48,14 +48,14 @@ impl Progress {
     }
 
     /// A step inside the running check (shown on a terminal only).
-    pub fn step(&self, message: impl Into<String>) {
+    pub(crate) fn step(&self, message: impl Into<String>) {
         if let Some(bar) = &self.bar {
             bar.set_message(message.into());
         }
     }
 
     /// A check ended.
-    pub fn done(&self, result: &CheckResult) {
+    pub(crate) fn done(&self, result: &CheckResult) {
         let line = format!("{} {} ({:.1} s)", result.verdict, result.name, result.duration_ms as f64 / 1000.0);
         if let Some(bar) = &self.bar {
             bar.println(line);
@@ -65,7 +65,7 @@ impl Progress {
     }
 
     /// The probe ended.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

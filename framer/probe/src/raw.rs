@@ -21,7 +21,18 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
 
-use crate::target::Target;
+/// How a raw connection frames and quotes, and what shows the server is
+/// alive: given by the caller, so this layer knows nothing of the probe's
+/// targets (they depend on it, not the other way round).
+#[derive(Clone, Debug)]
+pub(crate) struct RawSetup {
+    /// The probe's limit for the server's frames.
+    pub(crate) max_frame: usize,
+    /// Bytes of a line quoted as evidence.
+    pub(crate) excerpt: usize,
+    /// The liveness request: its method and params.
+    pub(crate) liveness: (&'static str, serde_json::Value),
+}
 
 /// The most payload bytes kept per message (bigger payloads are measured,
 /// not kept).
@@ -29,7 +40,7 @@ const KEPT_PAYLOAD: usize = 64 * 1024;
 
 /// What came out of the server's stdout.
 #[derive(Clone, Debug)]
-pub enum RawEvent {
+pub(crate) enum RawEvent {
     /// A JSON-RPC message.
     Message(RawMessage),
     /// A line that is not JSON-RPC.
@@ -50,49 +61,45 @@ pub enum RawEvent {
 
 /// A JSON-RPC message, with its payload when it is small.
 #[derive(Clone, Debug)]
-pub struct RawMessage {
+pub(crate) struct RawMessage {
     /// Its kind.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Its id, if any.
-    pub id: Option<OwnedId>,
-    /// Its method, if any.
-    pub method: Option<String>,
+    pub(crate) id: Option<OwnedId>,
     /// Its payload (params, result or error), if at most 64 KiB.
-    pub payload: Option<String>,
+    pub(crate) payload: Option<String>,
     /// The frame's length in bytes.
-    pub len: usize,
-    /// The frame's first bytes.
-    pub excerpt: String,
+    pub(crate) len: usize,
 }
 
 impl RawMessage {
     /// The error code of an error response.
-    pub fn error_code(&self) -> Option<i64> {
+    pub(crate) fn error_code(&self) -> Option<i64> {
         let payload: serde_json::Value = serde_json::from_str(self.payload.as_deref()?).ok()?;
         payload.get("code")?.as_i64()
     }
 
     /// Whether this is a response (or error response) to `id`.
-    pub fn answers(&self, id: i64) -> bool {
+    pub(crate) fn answers(&self, id: i64) -> bool {
         matches!(self.kind, Kind::Response | Kind::ErrorResponse) && self.id == Some(Id::Number(id))
     }
 }
 
 /// Counters shared with the reader tasks.
 #[derive(Debug, Default)]
-pub struct RawCounters {
+pub(crate) struct RawCounters {
     /// Bytes read from stdout.
-    pub stdout_bytes: AtomicU64,
+    pub(crate) stdout_bytes: AtomicU64,
     /// Bytes read from stderr.
-    pub stderr_bytes: AtomicU64,
+    pub(crate) stderr_bytes: AtomicU64,
     /// Bytes waiting in the stdout pipe when reading last resumed after a
     /// pause (`FIONREAD`), or `u64::MAX` if unknown.
-    pub queued_at_resume: AtomicU64,
+    pub(crate) queued_at_resume: AtomicU64,
 }
 
 /// Why a write failed.
 #[derive(Debug, Serialize, Clone, Copy, PartialEq, Eq)]
-pub enum WriteFailure {
+pub(crate) enum WriteFailure {
     /// Not all bytes were taken within the time limit (the server is not
     /// reading its stdin).
     Stalled,
@@ -102,7 +109,7 @@ pub enum WriteFailure {
 
 /// A server process driven through raw pipes.
 #[derive(Debug)]
-pub struct RawConn {
+pub(crate) struct RawConn {
     stdin: Option<ChildStdin>,
     events: mpsc::UnboundedReceiver<RawEvent>,
     paused: watch::Sender<bool>,
@@ -110,19 +117,17 @@ pub struct RawConn {
     child: Child,
     next_id: i64,
     excerpt: usize,
+    liveness: (&'static str, serde_json::Value),
     /// Every event taken so far, in order (for evidence).
-    pub log: Vec<RawEvent>,
+    pub(crate) log: Vec<RawEvent>,
 }
 
 impl RawConn {
     /// Spawns the target's server in a new process group.
-    pub fn spawn(target: &Target) -> io::Result<RawConn> {
-        let mut command = target.command();
+    /// Spawns `command` in a new process group; returns it with its pid.
+    pub(crate) fn spawn(mut command: tokio::process::Command, setup: RawSetup) -> io::Result<RawConn> {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
         let mut child = command.spawn()?;
-        if let Some(pid) = child.id() {
-            target.register(pid);
-        }
         let missing = || io::Error::other("the child's stdio was not piped");
         let stdin = child.stdin.take().ok_or_else(missing)?;
         let mut stdout = child.stdout.take().ok_or_else(missing)?;
@@ -130,8 +135,8 @@ impl RawConn {
         let counters = Arc::new(RawCounters { queued_at_resume: AtomicU64::new(u64::MAX), ..RawCounters::default() });
         let (events_tx, events) = mpsc::unbounded_channel();
         let (paused, mut paused_rx) = watch::channel(false);
-        let excerpt = target.args.excerpt;
-        let config = Config::DEFAULT.with_max_frame(target.args.max_frame).with_oversize(OversizePolicy::Skip);
+        let excerpt = setup.excerpt;
+        let config = Config::DEFAULT.with_max_frame(setup.max_frame).with_oversize(OversizePolicy::Skip);
         let out_counters = Arc::clone(&counters);
         tokio::spawn(async move {
             let mut framer = Framer::new(config);
@@ -182,41 +187,67 @@ impl RawConn {
                 err_counters.stderr_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
         });
-        Ok(RawConn { stdin: Some(stdin), events, paused, counters, child, next_id: 1, excerpt, log: Vec::new() })
+        let liveness = setup.liveness;
+        Ok(RawConn {
+            stdin: Some(stdin),
+            events,
+            paused,
+            counters,
+            child,
+            next_id: 1,
+            excerpt,
+            liveness,
+            log: Vec::new(),
+        })
     }
 
     /// The shared counters.
-    pub fn counters(&self) -> &RawCounters {
+    pub(crate) fn counters(&self) -> &RawCounters {
         &self.counters
     }
 
-    /// Bytes read from stdout so far.
-    pub fn stdout_bytes(&self) -> u64 {
-        self.counters.stdout_bytes.load(Ordering::Relaxed)
-    }
-
     /// Stops (`true`) or resumes (`false`) reading stdout.
-    pub fn pause(&self, paused: bool) {
+    pub(crate) fn pause(&self, paused: bool) {
         self.paused.send_replace(paused);
     }
 
+    /// Bytes of a line kept in an excerpt.
+    pub(crate) fn excerpt_limit(&self) -> usize {
+        self.excerpt
+    }
+
     /// A fresh request id.
-    pub fn next_id(&mut self) -> i64 {
+    pub(crate) fn next_id(&mut self) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         id
     }
 
     /// A request frame with its `\n`.
-    pub fn request_frame(id: i64, method: &str, params: &serde_json::Value) -> Vec<u8> {
+    pub(crate) fn request_frame(id: i64, method: &str, params: &serde_json::Value) -> Vec<u8> {
         let params = if params.is_null() { None } else { Some(params) };
         let mut frame = Encoder::unlimited().request(&Id::Number(id), method, &params).unwrap_or_default();
         frame.push(b'\n');
         frame
     }
 
+    /// The era's liveness request (`ping`, or `server/discover`), its
+    /// `_meta` padded with `pad` bytes, as a frame with its `\n`.
+    pub(crate) fn liveness_frame(&self, id: i64, pad: usize) -> Vec<u8> {
+        let (method, params) = &self.liveness;
+        let params = if pad == 0 {
+            params.clone()
+        } else {
+            mcp_framer_stdio::host::with_meta(
+                params.clone(),
+                Some(&serde_json::json!({ "probe/pad": "x".repeat(pad) })),
+            )
+        };
+        Self::request_frame(id, method, &params)
+    }
+
     /// A notification frame with its `\n`.
-    pub fn notification_frame(method: &str, params: &serde_json::Value) -> Vec<u8> {
+    pub(crate) fn notification_frame(method: &str, params: &serde_json::Value) -> Vec<u8> {
         let params = if params.is_null() { None } else { Some(params) };
         let mut frame = Encoder::unlimited().notification(method, &params).unwrap_or_default();
         frame.push(b'\n');
@@ -224,7 +255,7 @@ impl RawConn {
     }
 
     /// Writes `bytes` (and flushes) within `limit`.
-    pub async fn write(&mut self, bytes: &[u8], limit: Duration) -> Result<(), WriteFailure> {
+    pub(crate) async fn write(&mut self, bytes: &[u8], limit: Duration) -> Result<(), WriteFailure> {
         let Some(stdin) = self.stdin.as_mut() else {
             return Err(WriteFailure::Closed);
         };
@@ -241,22 +272,17 @@ impl RawConn {
 
     /// Takes the server's stdin (to write from another task); give it back
     /// with [`put_stdin`](RawConn::put_stdin).
-    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+    pub(crate) fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.stdin.take()
     }
 
     /// Gives the server's stdin back.
-    pub fn put_stdin(&mut self, stdin: ChildStdin) {
+    pub(crate) fn put_stdin(&mut self, stdin: ChildStdin) {
         self.stdin = Some(stdin);
     }
 
-    /// Closes the server's stdin.
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
     /// Sends a request; returns its id.
-    pub async fn send_request(
+    pub(crate) async fn send_request(
         &mut self,
         method: &str,
         params: &serde_json::Value,
@@ -268,7 +294,7 @@ impl RawConn {
     }
 
     /// The next event, waiting until `deadline`.
-    pub async fn next_event(&mut self, deadline: Instant) -> Option<RawEvent> {
+    pub(crate) async fn next_event(&mut self, deadline: Instant) -> Option<RawEvent> {
         let event = tokio::time::timeout_at(deadline, self.events.recv()).await.ok().flatten()?;
         self.log.push(event.clone());
         Some(event)
@@ -277,7 +303,11 @@ impl RawConn {
     /// Takes events until one satisfies `want` or `deadline` passes; stdout
     /// closing ends the wait too (returns `Some(RawEvent::Eof)` only if
     /// `want` accepts it).
-    pub async fn wait_for(&mut self, deadline: Instant, mut want: impl FnMut(&RawEvent) -> bool) -> Option<RawEvent> {
+    pub(crate) async fn wait_for(
+        &mut self,
+        deadline: Instant,
+        mut want: impl FnMut(&RawEvent) -> bool,
+    ) -> Option<RawEvent> {
         loop {
             let event = self.next_event(deadline).await?;
             if want(&event) {
@@ -290,7 +320,7 @@ impl RawConn {
     }
 
     /// Waits for the response to `id`.
-    pub async fn response(&mut self, id: i64, limit: Duration) -> Option<RawMessage> {
+    pub(crate) async fn response(&mut self, id: i64, limit: Duration) -> Option<RawMessage> {
         let deadline = Instant::now() + limit;
         match self.wait_for(deadline, |e| matches!(e, RawEvent::Message(m) if m.answers(id))).await? {
             RawEvent::Message(m) => Some(m),
@@ -298,48 +328,57 @@ impl RawConn {
         }
     }
 
-    /// Sends a `ping` and waits at most `limit` for its answer.
-    pub async fn ping(&mut self, limit: Duration) -> Result<Duration, String> {
+    /// Sends the era's liveness request (`ping`, or `server/discover`) and
+    /// waits at most `limit` for its answer (an error answer counts).
+    pub(crate) async fn ping(&mut self, limit: Duration) -> Result<Duration, String> {
         let started = Instant::now();
-        let id = match self.send_request("ping", &serde_json::Value::Null, limit).await {
-            Ok(id) => id,
-            Err(e) => return Err(format!("the ping could not be written ({e:?})")),
-        };
+        let id = self.next_id();
+        if let Err(e) = self.write(&self.liveness_frame(id, 0), limit).await {
+            return Err(format!("the {} could not be written ({e:?})", self.liveness.0));
+        }
         let left = limit.saturating_sub(started.elapsed());
         match self.response(id, left).await {
             Some(_) => Ok(started.elapsed()),
             None => Err(match self.exit_status() {
                 Some(status) => format!("the server exited ({status})"),
-                None => format!("no answer within {}", crate::fmt_duration(limit)),
+                None => format!("no answer within {}", crate::report::fmt_duration(limit)),
             }),
         }
     }
 
-    /// `initialize` then `notifications/initialized`.
-    pub async fn initialize(&mut self, target: &Target) -> Result<RawMessage, String> {
-        let limit = target.args.init_timeout;
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Opens the session with `opening`: `server/discover` (modern), or
+    /// `initialize` then `notifications/initialized` (legacy), each within
+    /// `limit`.
+    pub(crate) async fn open(
+        &mut self,
+        opening: (&'static str, serde_json::Value),
+        limit: Duration,
+    ) -> Result<RawMessage, String> {
+        let (method, params) = opening;
         let id = self
-            .send_request("initialize", &target.initialize_params(), limit)
+            .send_request(method, &params, limit)
             .await
-            .map_err(|e| format!("initialize could not be written ({e:?})"))?;
+            .map_err(|e| format!("{method} could not be written ({e:?})"))?;
         let response = self
             .response(id, limit)
             .await
-            .ok_or_else(|| format!("initialize was not answered within {}", crate::fmt_duration(limit)))?;
-        self.write(&Self::notification_frame("notifications/initialized", &serde_json::Value::Null), limit)
-            .await
-            .map_err(|e| format!("notifications/initialized could not be written ({e:?})"))?;
+            .ok_or_else(|| format!("{method} was not answered within {}", crate::report::fmt_duration(limit)))?;
+        if method == "initialize" {
+            self.write(&Self::notification_frame("notifications/initialized", &serde_json::Value::Null), limit)
+                .await
+                .map_err(|e| format!("notifications/initialized could not be written ({e:?})"))?;
+        }
         Ok(response)
     }
 
     /// The exit status, if the server has exited.
-    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+    pub(crate) fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
-    }
-
-    /// Bytes of quoted evidence.
-    pub fn excerpt_len(&self) -> usize {
-        self.excerpt
     }
 }
 
@@ -350,10 +389,8 @@ fn classify(frame: &[u8], excerpt: usize) -> RawEvent {
         Ok(message) => RawEvent::Message(RawMessage {
             kind: message.kind(),
             id: message.id().map(Id::to_owned_id),
-            method: message.method().map(str::to_owned),
             payload: message.payload().filter(|p| p.get().len() <= KEPT_PAYLOAD).map(|p| p.get().to_owned()),
             len: frame.len(),
-            excerpt: quote(),
         }),
         Err(_) => RawEvent::NotJsonRpc { len: frame.len(), excerpt: quote() },
     }

@@ -2,18 +2,27 @@
 //!
 //! The JSON form is the contract for tools: its schema is
 //! `report.schema.json` in this crate (`"schema": "mcp-probe-report"`,
-//! `"version": 1`). A new field may appear in a minor release; a field is
-//! removed or changes meaning only with a new `version`.
+//! `"version": 2`). A new field may appear in a minor release; a field is
+//! removed or changes meaning only with a new `version`. Version 2 added
+//! `opening`, `fail_on`, `hints`, each check's `behaviours` and each
+//! leftover's `cmdline`; `summary.exit_code` now follows `fail_on` (with
+//! the default `fail`, its meaning is version 1's).
 
 use std::fmt::{self, Write as _};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// Formats a duration for evidence: `850 ms`, `2.00 s`.
+pub(crate) fn fmt_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) { format!("{} ms", d.as_millis()) } else { format!("{:.2} s", d.as_secs_f64()) }
+}
+
 /// The name of the report's JSON schema.
 pub const SCHEMA: &str = "mcp-probe-report";
 /// The version of the report's JSON schema.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -22,7 +31,8 @@ pub enum Verdict {
     /// The server meets the criterion.
     Pass,
     /// The server works, but not as the specification says (a wrong error
-    /// code, an unknown protocol version) or the check could not tell.
+    /// code, silence on a line a conforming host never sends, an unknown
+    /// protocol version), or the check could not tell.
     Warn,
     /// The server breaks the criterion: a host would hang, lose data or leak.
     Fail,
@@ -59,13 +69,16 @@ pub struct CheckResult {
     pub evidence: Vec<String>,
     /// The same findings as numbers and strings, for tools.
     pub measurements: Map<String, Value>,
+    /// Names of the known behaviours seen (`silent-on-parse-error`, ...),
+    /// which the hints table maps to an SDK and a remedy.
+    pub behaviours: Vec<&'static str>,
     /// How long the check ran, in milliseconds.
     pub duration_ms: u64,
 }
 
 impl CheckResult {
     /// A result that starts as PASS with no evidence.
-    pub fn new(number: u8, name: &'static str, title: &'static str, why: &'static str) -> CheckResult {
+    pub(crate) fn new(number: u8, name: &'static str, title: &'static str, why: &'static str) -> CheckResult {
         CheckResult {
             number,
             name,
@@ -74,13 +87,14 @@ impl CheckResult {
             why,
             evidence: Vec::new(),
             measurements: Map::new(),
+            behaviours: Vec::new(),
             duration_ms: 0,
         }
     }
 
     /// Records a finding and lowers the verdict to `verdict` if it is worse
     /// (SKIP never lowers a verdict; use [`skip`](CheckResult::skip)).
-    pub fn note(&mut self, verdict: Verdict, finding: impl Into<String>) {
+    pub(crate) fn note(&mut self, verdict: Verdict, finding: impl Into<String>) {
         // One finding, one line (a quoted stderr tail may hold newlines).
         let finding = finding.into().trim_end().replace('\n', " / ");
         let finding = match verdict {
@@ -95,18 +109,25 @@ impl CheckResult {
     }
 
     /// Records a passing finding.
-    pub fn info(&mut self, finding: impl Into<String>) {
+    pub(crate) fn info(&mut self, finding: impl Into<String>) {
         self.note(Verdict::Pass, finding);
     }
 
     /// Marks the check skipped, with the reason.
-    pub fn skip(&mut self, reason: impl Into<String>) {
+    pub(crate) fn skip(&mut self, reason: impl Into<String>) {
         self.verdict = Verdict::Skip;
         self.evidence.push(format!("skipped: {}", reason.into()));
     }
 
+    /// Records a known behaviour (see the hints table).
+    pub(crate) fn behaviour(&mut self, name: &'static str) {
+        if !self.behaviours.contains(&name) {
+            self.behaviours.push(name);
+        }
+    }
+
     /// Records a measurement.
-    pub fn measure(&mut self, key: &str, value: impl Into<Value>) {
+    pub(crate) fn measure(&mut self, key: &str, value: impl Into<Value>) {
         self.measurements.insert(key.to_owned(), value.into());
     }
 }
@@ -118,6 +139,41 @@ pub struct Leftover {
     pub pid: u32,
     /// Its command name (`/proc/PID/comm`).
     pub comm: String,
+    /// Its command line (`/proc/PID/cmdline`, arguments joined by spaces).
+    pub cmdline: String,
+}
+
+impl fmt::Display for Leftover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pid {} ({})", self.pid, if self.cmdline.is_empty() { &self.comm } else { &self.cmdline })
+    }
+}
+
+/// How the sessions were opened: the era the first handshake found.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Opening {
+    /// `"modern"` (`server/discover`) or `"legacy"` (`initialize`).
+    pub era: &'static str,
+    /// The protocol version in use.
+    pub protocol_version: String,
+    /// The versions the server offered (`supportedVersions`, or the one
+    /// `initialize` answered with).
+    pub offered_versions: Vec<String>,
+    /// Why the modern probe fell back to `initialize`, if it did.
+    pub fallback: Option<String>,
+}
+
+/// A known SDK's behaviour behind a verdict, and what to change.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Hint {
+    /// The check it explains.
+    pub check: &'static str,
+    /// The behaviour seen.
+    pub behaviour: &'static str,
+    /// The SDK (or SDKs) known to behave so; the one identified first.
+    pub sdk: String,
+    /// What to change.
+    pub advice: &'static str,
 }
 
 /// Counts of each verdict and the exit status.
@@ -131,7 +187,8 @@ pub struct Summary {
     pub fail: usize,
     /// Checks skipped.
     pub skip: usize,
-    /// The probe's exit status: 0 (no FAIL) or 1 (a FAIL).
+    /// The probe's exit status: 0 or 1 (a FAIL, a process left behind, or —
+    /// with `fail_on` `warn` — a WARN).
     pub exit_code: i32,
 }
 
@@ -146,14 +203,21 @@ pub struct Report {
     pub probe_version: &'static str,
     /// The server command, as run.
     pub server: Vec<String>,
-    /// The server's name and version from `initialize`, if it answered.
+    /// The server's name and version (from `initialize` or
+    /// `server/discover`), if it answered.
     pub server_info: Option<Value>,
+    /// The era and versions found, if a handshake succeeded.
+    pub opening: Option<Opening>,
+    /// `"fail"` or `"warn"`: what makes `exit_code` 1.
+    pub fail_on: &'static str,
     /// When the probe started (seconds since the Unix epoch).
     pub started_at: u64,
     /// How long the probe ran, in milliseconds.
     pub duration_ms: u64,
     /// One result per check, in order (skipped ones included).
     pub checks: Vec<CheckResult>,
+    /// Known SDK behaviours behind the verdicts.
+    pub hints: Vec<Hint>,
     /// Processes of any server's group still alive after the probe killed
     /// the group (should be empty).
     pub leftover_processes: Vec<Leftover>,
@@ -163,11 +227,12 @@ pub struct Report {
 
 impl Report {
     /// Fills in the summary from the checks.
-    pub fn summarize(&mut self) {
+    pub(crate) fn summarize(&mut self, fail_on: crate::options::FailOn) {
         let count = |v| self.checks.iter().filter(|c| c.verdict == v).count();
         let (pass, warn, fail, skip) =
             (count(Verdict::Pass), count(Verdict::Warn), count(Verdict::Fail), count(Verdict::Skip));
-        let exit_code = i32::from(fail > 0 || !self.leftover_processes.is_empty());
+        let warned = fail_on == crate::options::FailOn::Warn && warn > 0;
+        let exit_code = i32::from(fail > 0 || warned || !self.leftover_processes.is_empty());
         self.summary = Summary { pass, warn, fail, skip, exit_code };
     }
 
@@ -182,6 +247,16 @@ impl Report {
         let _ = writeln!(out, "mcp-probe {} — server: {}", self.probe_version, self.server.join(" "));
         if let Some(info) = &self.server_info {
             let _ = writeln!(out, "server info: {info}");
+        }
+        if let Some(o) = &self.opening {
+            let _ = writeln!(
+                out,
+                "era: {} (protocol {}; offered {}){}",
+                o.era,
+                o.protocol_version,
+                o.offered_versions.join(", "),
+                o.fallback.as_ref().map_or(String::new(), |f| format!("; modern probe: {f}"))
+            );
         }
         for check in &self.checks {
             let _ = writeln!(out);
@@ -200,21 +275,26 @@ impl Report {
             }
         }
         let _ = writeln!(out);
+        for hint in &self.hints {
+            let _ = writeln!(out, "hint ({}, {}): {}: {}", hint.check, hint.behaviour, hint.sdk, hint.advice);
+        }
         if self.leftover_processes.is_empty() {
             let _ = writeln!(out, "every server process group is gone");
         } else {
-            let _ = writeln!(out, "FAIL: processes still alive after the probe: {:?}", self.leftover_processes);
+            let list: Vec<String> = self.leftover_processes.iter().map(Leftover::to_string).collect();
+            let _ = writeln!(out, "FAIL: processes still alive after the probe: {}", list.join(", "));
         }
         let s = self.summary;
         let _ = writeln!(
             out,
-            "summary: {} PASS, {} WARN, {} FAIL, {} SKIP in {:.1} s — exit {}",
+            "summary: {} PASS, {} WARN, {} FAIL, {} SKIP in {:.1} s — exit {} (--fail-on {})",
             s.pass,
             s.warn,
             s.fail,
             s.skip,
             self.duration_ms as f64 / 1000.0,
-            s.exit_code
+            s.exit_code,
+            self.fail_on
         );
         out
     }

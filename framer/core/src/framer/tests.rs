@@ -451,11 +451,11 @@ fn read_into_moves_few_bytes_for_64_kib_frames_in_64_kib_reads() {
 }
 
 #[test]
-fn a_fresh_framer_lends_a_page_and_doubles_up_to_the_read_size() {
+fn a_fresh_framer_lends_512_bytes_and_doubles_up_to_the_read_size() {
     let mut framer = Framer::new(Config::DEFAULT);
-    assert_eq!(framer.spare().len(), 4096);
+    assert_eq!(framer.spare().len(), 512);
     let mut lends = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..8 {
         let spare = framer.spare();
         let n = spare.len();
         lends.push(n);
@@ -463,13 +463,13 @@ fn a_fresh_framer_lends_a_page_and_doubles_up_to_the_read_size() {
         framer.commit(n);
     }
     // Each lend is at least the least lend, and each full read doubles it.
-    assert!(lends[0] >= 4096 && lends[1] >= 8192 && lends[4] >= 64 * 1024, "{lends:?}");
+    assert!(lends[0] >= 512 && lends[1] >= 1024 && lends[7] >= 64 * 1024, "{lends:?}");
     assert!(framer.capacity() < 256 * 1024, "{}", framer.capacity());
     // A read that does not fill the lend keeps it.
     let mut small = Framer::new(Config::DEFAULT);
     small.spare();
     small.commit(100);
-    assert_eq!(small.spare().len(), 4096, "still a page after the 100 bytes held");
+    assert_eq!(small.spare().len(), 512, "the same least lend after the 100 bytes held");
     // Never more than the read size is required.
     let mut tiny = Framer::new(Config::DEFAULT.with_read_size(100));
     assert!(tiny.spare().len() >= 100);

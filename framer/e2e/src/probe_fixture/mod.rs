@@ -14,19 +14,33 @@
 //! | `--banner` | a line on stdout before anything | 1 stdout-hygiene |
 //! | `--deaf-over N` | stops reading and answering after a line over N bytes | 4 request-size |
 //! | `--exit-over N` | exits on a line over N bytes | 4 request-size |
-//! | `--silent-on-malformed` | no reply to a line it cannot read | 3 bad-input |
 //! | `--blocking-writes` | writes results from the reading thread, so it reads nothing while a write blocks | 7 backpressure |
 //! | `--ignore-cancel` | `slow` keeps going (and sending progress) after a cancel | 8 cancellation |
 //! | `--linger` | does not exit when stdin closes | 9 shutdown |
 //! | `--looping-cursor` | `tools/list` hands out the same `nextCursor` forever | 2 handshake |
 //! | `--drop-rest-of-read` | takes the first line of each `read(2)` and drops the rest | 5 framing |
 //! | `--exit-after-large` | exits (status 5) once it has written a `large` result | 6 response-limits (and 7) |
+//! | `--orphan-child` | a cancelled `slow` call leaves its child process running | 8 cancellation |
+//! | `--linger-while-busy` | at stdin EOF, waits for running calls' child processes before exiting | 9 shutdown |
+//!
+//! Switches that are not defects (the probe must not FAIL them):
+//!
+//! | switch | behaviour | expected |
+//! |---|---|---|
+//! | `--silent-on-malformed` | no reply to a line it cannot read (as the TypeScript and Python SDKs) | 3 bad-input WARN, exit 0 |
+//! | `--quadratic-reader` | joins every 4 KiB read onto its whole buffer, sleeping 1 ms per MiB held: large requests are slow to read | 4 request-size not FAIL; latency reported |
+//! | `--modern-only` | 2026-07-28 only: answers `server/discover`; `initialize` and `ping` get -32601 | handshake PASS, modern era |
+//! | `--legacy-only` | answers `initialize` only: `server/discover` gets -32601 | handshake PASS, legacy era |
+//!
+//! By default it serves both eras (`server/discover` and `initialize`).
+//! `slow` starts a child process (`sleep`) for the call's length, and kills
+//! it when the call ends, is cancelled, or stdin closes.
 //!
 //! Binary: `probe_fixture`.
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
-use std::process::ExitCode;
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -72,6 +86,22 @@ pub struct Args {
     /// Exit (status 5) once a `large` result is written.
     #[arg(long)]
     pub exit_after_large: bool,
+    /// A cancelled `slow` call leaves its child process running.
+    #[arg(long)]
+    pub orphan_child: bool,
+    /// At stdin EOF, wait for the running calls' child processes before exiting.
+    #[arg(long)]
+    pub linger_while_busy: bool,
+    /// Read stdin 4 KiB at a time, joining each read onto the whole buffer
+    /// and sleeping 1 ms per MiB held (a quadratic reader).
+    #[arg(long)]
+    pub quadratic_reader: bool,
+    /// Serve only the 2026-07-28 era: `initialize` and `ping` get -32601.
+    #[arg(long, conflicts_with = "legacy_only")]
+    pub modern_only: bool,
+    /// Serve only the legacy era: `server/discover` gets -32601.
+    #[arg(long)]
+    pub legacy_only: bool,
     /// Lines over this many bytes get a -32600 error (and are not kept in memory).
     #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
     pub request_limit: usize,
@@ -123,6 +153,40 @@ impl Out {
     fn error(&self, id: &Value, code: i64, message: &str) {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}));
     }
+}
+
+/// The running `slow` calls' child processes, by request id.
+static CHILDREN: Mutex<Vec<(String, Child)>> = Mutex::new(Vec::new());
+
+/// Kills and reaps the child process of call `id`, if it has one.
+fn kill_child(id: &str) {
+    let mut children = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(at) = children.iter().position(|(key, _)| key == id) {
+        let (_, mut child) = children.swap_remove(at);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// What happens at stdin EOF: exit, after killing (or, with
+/// `--linger-while-busy`, waiting for) the calls' child processes.
+fn at_eof(args: &Args) -> ExitCode {
+    let children = std::mem::take(&mut *CHILDREN.lock().unwrap_or_else(|e| e.into_inner()));
+    for (_, mut child) in children {
+        if args.linger_while_busy {
+            eprintln!("probe_fixture: stdin closed; waiting for a call's child (the --linger-while-busy defect)");
+        } else {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+    if args.linger {
+        eprintln!("probe_fixture: stdin closed; staying (the --linger defect)");
+        loop {
+            thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Reads one line into `line` (at most `limit + 1` bytes of it kept);
@@ -196,7 +260,31 @@ pub fn main() -> ExitCode {
                 None => line.extend_from_slice(&chunk[..n]),
             }
         }
-        return ExitCode::SUCCESS;
+        return at_eof(&args);
+    }
+    if args.quadratic_reader {
+        let mut chunk = vec![0; 4096];
+        let mut held: Vec<u8> = Vec::new();
+        while let Ok(n) = io::Read::read(&mut stdin, &mut chunk) {
+            if n == 0 {
+                break;
+            }
+            // The defect: the whole buffer is copied on every read, and
+            // searched from its start.
+            held = [&held[..], &chunk[..n]].concat();
+            thread::sleep(Duration::from_millis((held.len() >> 20) as u64));
+            while let Some(end) = held.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = held.drain(..=end).collect();
+                let line = &line[..line.len() - 1];
+                if line.len() > args.request_limit {
+                    let message = format!("request too large: {} bytes (limit {})", line.len(), args.request_limit);
+                    out.error(&Value::Null, -32600, &message);
+                } else {
+                    handle(&args, &out, &cancels, line);
+                }
+            }
+        }
+        return at_eof(&args);
     }
     while let Ok(Some(len)) = read_line(&mut stdin, args.request_limit, &mut line) {
         if args.exit_over.is_some_and(|n| len > n) {
@@ -215,13 +303,7 @@ pub fn main() -> ExitCode {
         }
         handle(&args, &out, &cancels, &line);
     }
-    if args.linger {
-        eprintln!("probe_fixture: stdin closed; staying (the --linger defect)");
-        loop {
-            thread::sleep(Duration::from_secs(3600));
-        }
-    }
-    ExitCode::SUCCESS
+    at_eof(&args)
 }
 
 fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>, line: &[u8]) {
@@ -263,10 +345,27 @@ fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<Atomic
         return;
     };
     match method {
+        "server/discover" if args.legacy_only => out.error(&id, -32601, "Method not found: server/discover"),
+        "server/discover" => {
+            let versions: &[&str] =
+                if args.modern_only { &["2026-07-28"] } else { &["2026-07-28", "2025-11-25", "2025-06-18"] };
+            out.result(
+                &id,
+                json!({
+                    "resultType": "complete",
+                    "supportedVersions": versions,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "probe_fixture", "version": "1.0.0"}},
+                }),
+            );
+        }
+        "initialize" | "ping" if args.modern_only => {
+            out.error(&id, -32601, &format!("Method not found: {method} (this server speaks 2026-07-28 only)"))
+        }
         "initialize" => {
-            let offered = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-06-18");
-            let version =
-                if ["2024-11-05", "2025-03-26", "2025-06-18"].contains(&offered) { offered } else { "2025-06-18" };
+            let offered = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
+            let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+            let version = if known.contains(&offered) { offered } else { "2025-11-25" };
             out.result(
                 &id,
                 json!({
@@ -293,7 +392,13 @@ fn tool(name: &str) -> Value {
         "large" => "Returns {bytes} bytes of text",
         _ => "Runs for {seconds}, sending progress every {interval_ms} ms",
     };
-    json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
+    let schema = match name {
+        "large" => json!({"type": "object", "properties": {"bytes": {"type": "integer"}}}),
+        _ => {
+            json!({"type": "object", "properties": {"seconds": {"type": "number"}, "interval_ms": {"type": "integer"}}})
+        }
+    };
+    json!({"name": name, "description": description, "inputSchema": schema})
 }
 
 fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>, id: Value, params: &Value) {
@@ -327,12 +432,28 @@ fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBo
             let cancelled = Arc::new(AtomicBool::new(false));
             cancels.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), Arc::clone(&cancelled));
             let ignore = args.ignore_cancel;
+            let orphan = args.orphan_child;
             let out = out.clone();
+            let key = id.to_string();
+            // The call's child process, for the call's length.
+            let child = Command::new("sleep")
+                .arg(format!("{}", seconds.ceil() as u64 + 2))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn();
+            if let Ok(child) = child {
+                CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push((key.clone(), child));
+            }
             thread::spawn(move || {
                 let started = Instant::now();
                 let mut step = 0u64;
                 while started.elapsed().as_secs_f64() < seconds {
                     if cancelled.load(Ordering::SeqCst) && !ignore {
+                        if orphan {
+                            eprintln!("probe_fixture: cancelled; its child keeps running (the --orphan-child defect)");
+                        } else {
+                            kill_child(&key);
+                        }
                         return;
                     }
                     step += 1;
@@ -345,6 +466,7 @@ fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBo
                     }
                     thread::sleep(interval);
                 }
+                kill_child(&key);
                 out.result(&id, json!({"content": [{"type": "text", "text": format!("{step} steps")}]}));
             });
         }

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use mcp_framer_e2e::{report, support};
-use mcp_framer_stdio::host::{Inbound, InboundQueue, Received, Session, SessionConfig, ShutdownConfig};
+use mcp_framer_stdio::host::{Inbound, InboundQueue, PendingRequest, Received, Session, SessionConfig, ShutdownConfig};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -49,6 +49,17 @@ pub fn config() -> SessionConfig {
 /// Spawns the fixture (no extra args) in a session.
 pub fn spawn(config: SessionConfig) -> (Session, InboundQueue) {
     Session::spawn(fixture(&[]), config).expect("spawn hostile_server")
+}
+
+/// A session whose server has stopped reading its stdin: the fixture with
+/// inline dispatch, busy for 4 s in a `slow_stream` call (returned), and a
+/// write timeout of `write_timeout`.
+pub async fn spawn_busy_reader(write_timeout: Duration) -> (Session, InboundQueue, PendingRequest) {
+    let (session, inbound) =
+        Session::spawn(fixture(&["--dispatch", "inline"]), config().with_write_timeout(write_timeout)).expect("spawn");
+    let slow = tool("slow_stream", json!({"chunks": 40, "interval_ms": 100, "chunk_bytes": 64}));
+    let stream = session.start("tools/call", &slow).await.expect("sent");
+    (session, inbound, stream)
 }
 
 /// `params` of a `tools/call` for `tool` with `arguments`.

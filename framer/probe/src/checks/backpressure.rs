@@ -21,8 +21,8 @@ use crate::target::Target;
 const PIPE: u64 = 64 * 1024;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.args;
-    let Some(tool) = &args.large else {
+    let args = &target.limits;
+    let Some(tool) = &target.options.large else {
         return result.skip("needs a tool with a large result: --large 'NAME {json args}'");
     };
     let mut conn = match super::raw_session(target, "backpressure").await {
@@ -34,10 +34,39 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         target.account_raw("backpressure", &conn);
         return result.note(Verdict::Fail, format!("no answer to a first ping: {e}"));
     }
-    progress.step(format!("not reading stdout for {} during {}", crate::fmt_duration(args.pause), tool.name));
+    // The check needs a result larger than a pipe holds: measure it first.
+    progress.step(format!("measuring {}", tool.name));
+    let measured = match conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await {
+        Ok(id) => conn.response(id, args.step_timeout).await.map(|m| m.len),
+        Err(_) => None,
+    };
+    match measured {
+        Some(len) if len as u64 > PIPE => {
+            result.info(format!("the --large result is {len} bytes (more than a {PIPE}-byte pipe)"))
+        }
+        Some(len) => {
+            target.account_raw("backpressure", &conn);
+            return result.skip(format!(
+                "needs a --large result larger than 64 KiB ({PIPE} bytes, a pipe's capacity) to block the server's stdout; {} gave {len} bytes",
+                tool.name
+            ));
+        }
+        None => {
+            target.account_raw("backpressure", &conn);
+            return result.note(
+                Verdict::Fail,
+                format!(
+                    "tools/call {} was not answered within {}",
+                    tool.name,
+                    crate::report::fmt_duration(args.step_timeout)
+                ),
+            );
+        }
+    }
+    progress.step(format!("not reading stdout for {} during {}", crate::report::fmt_duration(args.pause), tool.name));
     conn.pause(true);
     let paused_at = Instant::now();
-    let Ok(call) = conn.send_request("tools/call", &call_params(tool), args.step_timeout).await else {
+    let Ok(call) = conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await else {
         conn.pause(false);
         target.account_raw("backpressure", &conn);
         return result.note(Verdict::Fail, "the tools/call could not be written");
@@ -45,14 +74,13 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     // Let the server start writing and fill the pipe.
     sleep(args.pause / 4).await;
     let ping = conn.next_id();
-    let mut small = RawConn::request_frame(ping, "ping", &Value::Null);
+    let mut small = conn.liveness_frame(ping, 0);
     small.extend(RawConn::notification_frame(
         "notifications/cancelled",
         &json!({ "requestId": call, "reason": "mcp-probe: backpressure check" }),
     ));
     let big_ping = conn.next_id();
-    let pad = "x".repeat(args.stdin_probe);
-    let big = RawConn::request_frame(big_ping, "ping", &json!({ "_meta": { "probe/pad": pad } }));
+    let big = conn.liveness_frame(big_ping, args.stdin_probe);
     let stdin_bytes = (small.len() + big.len()) as u64;
     let Some(mut stdin) = conn.take_stdin() else {
         conn.pause(false);
@@ -139,26 +167,26 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         (true, Some(after)) => result.info(format!(
             "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a ping, a cancel and a {}-byte padded ping) in {}",
             args.stdin_probe,
-            crate::fmt_duration(after)
+            crate::report::fmt_duration(after)
         )),
         _ => result.note(
             Verdict::Fail,
             format!(
                 "while its stdout was blocked the server did not read its stdin: {stdin_bytes} bytes (more than a pipe holds) could not be written in {}; a host that writes before it reads deadlocks with this server",
-                crate::fmt_duration(args.pause)
+                crate::report::fmt_duration(args.pause)
             ),
         ),
     }
     match ping_at {
         Some(after) => result.info(format!(
             "the ping sent during the pause was answered {} after reading resumed",
-            crate::fmt_duration(after)
+            crate::report::fmt_duration(after)
         )),
         None => result.note(
             Verdict::Fail,
             format!(
                 "the ping sent during the pause was not answered within {} of resuming",
-                crate::fmt_duration(args.recover_timeout)
+                crate::report::fmt_duration(args.recover_timeout)
             ),
         ),
     }

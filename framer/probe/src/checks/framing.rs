@@ -11,7 +11,7 @@ use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.args;
+    let args = &target.limits;
     let mut conn = match super::raw_session(target, "framing").await {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, e),
@@ -20,7 +20,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
 
     progress.step("a ping written one byte at a time");
     let id = conn.next_id();
-    let frame = RawConn::request_frame(id, "ping", &Value::Null);
+    let frame = conn.liveness_frame(id, 0);
     let mut written = true;
     for byte in &frame {
         if conn.write(std::slice::from_ref(byte), args.step_timeout).await.is_err() {
@@ -34,7 +34,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let what = format!(
         "a ping written one byte at a time ({} bytes, {} apart)",
         frame.len(),
-        crate::fmt_duration(args.byte_delay)
+        crate::report::fmt_duration(args.byte_delay)
     );
     if answered {
         result.info(format!("{what}: answered"))
@@ -44,8 +44,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
 
     progress.step("two pings in one write");
     let (a, b) = (conn.next_id(), conn.next_id());
-    let mut both = RawConn::request_frame(a, "ping", &Value::Null);
-    both.extend(RawConn::request_frame(b, "ping", &Value::Null));
+    let mut both = conn.liveness_frame(a, 0);
+    both.extend(conn.liveness_frame(b, 0));
     let written = conn.write(&both, args.step_timeout).await.is_ok();
     let mut got = Vec::new();
     if written {
@@ -73,7 +73,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
 
     progress.step("a ping split across \\r\\n");
     let id = conn.next_id();
-    let mut frame = RawConn::request_frame(id, "ping", &Value::Null);
+    let mut frame = conn.liveness_frame(id, 0);
     frame.pop();
     frame.push(b'\r');
     let written = conn.write(&frame, args.step_timeout).await.is_ok() && {

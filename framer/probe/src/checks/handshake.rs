@@ -1,56 +1,70 @@
-//! Check 2: `initialize` within the limit, a known protocol version,
-//! capabilities, `notifications/initialized` accepted, `tools/list`
-//! followed through `nextCursor`.
+//! Check 2: the handshake in the server's era — `server/discover` first
+//! (2026-07-28), `initialize` on any error or timeout — within the limit,
+//! a known protocol version, capabilities, the next request answered, and
+//! `tools/list` followed through `nextCursor`.
 
 use std::collections::HashSet;
 
+use mcp_framer_stdio::host::Era;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
-use crate::target::Target;
+use crate::target::{Started, Target};
 
 /// Protocol versions the MCP specification has published.
-pub(crate) const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const KNOWN_VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.args;
-    let (session, mut inbound) = match target.spawn(target.session_config()) {
-        Ok(spawned) => spawned,
-        Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
-    };
-    progress.step("initialize");
+    let args = &target.limits;
+    progress.step("server/discover, then initialize");
     let started = Instant::now();
-    let init = match target.initialize(&session).await {
-        Ok(init) => init,
-        Err(e) => {
-            result.note(Verdict::Fail, e);
-            return target.account("handshake", &session, &mut inbound);
-        }
+    let Started { session, mut inbound, opened } = match target.start(target.session_config()).await {
+        Ok(started) => started,
+        Err(e) => return result.note(Verdict::Fail, e),
     };
     let took = started.elapsed();
-    result.measure("initialize_ms", took.as_millis() as u64);
+    let method = match opened.era {
+        Era::Modern => "server/discover",
+        Era::Legacy => "initialize",
+    };
+    result.measure("era", opened.era.as_str());
+    result.measure("handshake_ms", took.as_millis() as u64);
+    result.measure("offered_versions", json!(opened.offered_versions));
+    result.measure("handshake_frame_bytes", opened.response.frame().len() as u64);
+    match (&opened.era, &opened.fallback_reason) {
+        (Era::Modern, _) => result.info(format!(
+            "modern era: server/discover answered, supportedVersions {}",
+            opened.offered_versions.join(", ")
+        )),
+        (Era::Legacy, Some(why)) => {
+            result.info(format!("legacy era: {why}; initialize followed, as the 2026-07-28 revision says"))
+        }
+        (Era::Legacy, None) => result.info("legacy era (--era legacy): initialize only"),
+    }
     result.info(format!(
-        "initialize answered in {} (limit {})",
-        crate::fmt_duration(took),
-        crate::fmt_duration(args.init_timeout)
+        "the handshake was answered in {} (limit {} per request)",
+        crate::report::fmt_duration(took),
+        crate::report::fmt_duration(args.init_timeout)
     ));
 
-    let version = init.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+    let init = &opened.result;
+    let version = opened.protocol_version.as_str();
     result.measure("protocol_version", version);
-    if version == args.protocol_version {
-        result.info(format!("protocolVersion {version:?}, as offered"));
-    } else if KNOWN_VERSIONS.contains(&version) {
-        result.info(format!(
-            "protocolVersion {version:?} (offered {:?}; a server may pick another it supports)",
-            args.protocol_version
-        ));
-    } else {
+    let offered = match opened.era {
+        Era::Modern => mcp_framer_stdio::host::MODERN_VERSION,
+        Era::Legacy => target.options.protocol_version.as_str(),
+    };
+    if !KNOWN_VERSIONS.contains(&version) {
         result.note(
             Verdict::Warn,
             format!("protocolVersion {version:?} is not a published MCP version ({})", KNOWN_VERSIONS.join(", ")),
         );
+    } else if version == offered {
+        result.info(format!("protocolVersion {version:?}, as asked"));
+    } else {
+        result.info(format!("protocolVersion {version:?} (asked {offered:?}; a server may pick another it supports)"));
     }
     let capabilities = init.get("capabilities");
     match capabilities.and_then(Value::as_object) {
@@ -59,17 +73,21 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             result.measure("capabilities", json!(names));
             result.info(format!("capabilities: {}", if names.is_empty() { "none".into() } else { names.join(", ") }));
         }
-        None => result.note(Verdict::Fail, "the initialize result has no capabilities object"),
+        None => result.note(Verdict::Fail, format!("the {method} result has no capabilities object")),
     }
-    match init.get("serverInfo") {
+    match opened.server_info() {
         Some(info) if info.get("name").is_some_and(Value::is_string) => result.info(format!("serverInfo: {info}")),
-        _ => result.note(Verdict::Warn, "the initialize result has no serverInfo with a name"),
+        _ => result.note(Verdict::Warn, format!("the {method} result has no serverInfo with a name")),
+    }
+    if opened.era == Era::Modern && init.get("resultType").and_then(Value::as_str) != Some("complete") {
+        result.note(Verdict::Warn, "the DiscoverResult has no resultType \"complete\" (required from 2026-07-28)");
     }
 
-    progress.step("ping after notifications/initialized");
-    match session.request("ping", &()).await {
-        Ok(_) => result.info("notifications/initialized accepted: the next request (ping) was answered"),
-        Err(e) => result.note(Verdict::Fail, format!("after notifications/initialized, ping failed: {e}")),
+    progress.step("the next request");
+    let (next, _) = target.liveness();
+    match target.ping(&session, args.step_timeout).await {
+        Ok(_) => result.info(format!("the next request ({next}) was answered")),
+        Err(e) => result.note(Verdict::Fail, format!("after the handshake, {next} failed: {e}")),
     }
 
     if capabilities.and_then(|c| c.get("tools")).is_none() {
@@ -85,7 +103,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Some(cursor) => json!({ "cursor": cursor }),
             None => Value::Null,
         };
-        let page: Value = match session.request("tools/list", &params).await {
+        let page: Value = match session.request("tools/list", &target.params(params)).await {
             Ok(response) => response.deserialize_payload().unwrap_or(Value::Null),
             Err(e) => {
                 result.note(Verdict::Fail, format!("tools/list page {} failed: {e}", pages + 1));

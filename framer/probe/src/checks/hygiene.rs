@@ -9,15 +9,16 @@ use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.args;
-    let mut conn = match RawConn::spawn(target) {
+    let args = &target.limits;
+    let mut conn = match target.spawn_raw() {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
     };
-    progress.step("initialize, counting stdout bytes before its answer");
+    let (method, params) = target.opening_request();
+    progress.step(format!("{method}, counting stdout bytes before its answer"));
     let started = Instant::now();
-    let Ok(id) = conn.send_request("initialize", &target.initialize_params(), args.init_timeout).await else {
-        return result.note(Verdict::Fail, "initialize could not be written: the server is not reading stdin");
+    let Ok(id) = conn.send_request(method, &params, args.init_timeout).await else {
+        return result.note(Verdict::Fail, format!("{method} could not be written: the server is not reading stdin"));
     };
     let deadline = started + args.init_timeout;
     let (mut lines, mut bytes, mut first, mut messages) = (0u64, 0u64, None, 0u64);
@@ -46,25 +47,27 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     if !answered {
         result.note(
             Verdict::Warn,
-            "initialize was not answered (see the handshake check): only the output before it counted",
+            format!("{method} was not answered (see the handshake check): only the output before it counted"),
         );
     }
     match first {
         Some(excerpt) => result.note(
             Verdict::Fail,
-            format!("{bytes} bytes in {lines} non-JSON-RPC line(s) on stdout before initialize was answered; first: {excerpt:?}"),
+            format!("{bytes} bytes in {lines} non-JSON-RPC line(s) on stdout before {method} was answered; first: {excerpt:?}"),
         ),
-        None => result.info("0 bytes of non-JSON-RPC output on stdout before initialize was answered"),
+        None => result.info(format!("0 bytes of non-JSON-RPC output on stdout before {method} was answered")),
     }
     if messages > 0 {
-        result.info(format!("{messages} JSON-RPC message(s) arrived before the initialize response"));
+        result.info(format!("{messages} JSON-RPC message(s) arrived before the {method} response"));
     }
     if answered {
-        progress.step("initialized, tools/list, ping");
-        let _ = conn
-            .write(&RawConn::notification_frame("notifications/initialized", &Value::Null), args.step_timeout)
-            .await;
-        if let Ok(id) = conn.send_request("tools/list", &Value::Null, args.step_timeout).await {
+        progress.step("tools/list, then the next request");
+        if method == "initialize" {
+            let _ = conn
+                .write(&RawConn::notification_frame("notifications/initialized", &Value::Null), args.step_timeout)
+                .await;
+        }
+        if let Ok(id) = conn.send_request("tools/list", &target.params(Value::Null), args.step_timeout).await {
             let _ = conn.response(id, args.step_timeout).await;
         }
         let _ = conn.ping(args.step_timeout).await;

@@ -13,7 +13,7 @@ use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
 /// The `tools/call` params for the `--large` or `--slow` tool.
-pub(crate) fn call_params(tool: &crate::args::ToolSpec) -> Value {
+pub(crate) fn call_params(tool: &crate::options::ToolSpec) -> Value {
     json!({ "name": tool.name, "arguments": tool.arguments })
 }
 
@@ -49,20 +49,24 @@ fn truncation_markers(value: &Value, path: &str, found: &mut Vec<String>) {
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.args;
-    let Some(tool) = &args.large else {
+    let args = &target.limits;
+    let Some(tool) = &target.options.large else {
         return result.skip("needs a tool with a large result: --large 'NAME {json args}'");
     };
-    let (session, mut inbound, _) = match target.start(target.session_config()).await {
+    let crate::target::Started { session, mut inbound, opened } = match target.start(target.session_config()).await {
         Ok(started) => started,
         Err(e) => return result.note(Verdict::Fail, format!("no session to test: {e}")),
     };
+    // The second session's limit must leave room for the server's own
+    // handshake answer (and the liveness request's, its size in the modern
+    // era), or the check would fail itself.
+    let floor = opened.response.frame().len();
     progress.step(format!("calling {}", tool.name));
     let started = Instant::now();
-    let response = session.request("tools/call", &call_params(tool)).await;
+    let response = session.request("tools/call", &target.params(call_params(tool))).await;
     // A round trip after it: the reader has counted the result's frame by
     // the time the ping's answer is routed.
-    let _ = session.request("ping", &()).await;
+    let _ = target.ping(&session, args.step_timeout).await;
     let metrics = session.metrics();
     target.account("response-limits", &session, &mut inbound);
     drop(session);
@@ -77,7 +81,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     result.info(format!(
         "tools/call {}: a result frame of {frame} bytes in {}; {} frame(s) in the session, the largest {} bytes",
         tool.name,
-        crate::fmt_duration(started.elapsed()),
+        crate::report::fmt_duration(started.elapsed()),
         metrics.frames,
         metrics.largest_frame
     ));
@@ -93,19 +97,25 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     } else {
         result.info(format!("truncation and paging members: {}", markers.join(", ")));
     }
-    if frame < 2 {
-        return result.note(Verdict::Warn, "the result frame is too small to set a limit below it");
+    result.measure("handshake_frame_bytes", floor as u64);
+    if frame <= floor + 1 {
+        return result.note(
+            Verdict::Warn,
+            format!(
+                "the --large result ({frame} bytes) is not larger than the server's own handshake answer ({floor} bytes): a limit below it would cut the handshake; use a larger --large result"
+            ),
+        );
     }
 
     let limit = frame - 1;
     progress.step(format!("same call with the probe's limit at {limit} bytes"));
     let framer = Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip);
     let config = target.session_config().with_framer(framer).with_excerpt(args.excerpt);
-    let (session, mut inbound, _) = match target.start(config).await {
+    let crate::target::Started { session, mut inbound, .. } = match target.start(config).await {
         Ok(started) => started,
         Err(e) => return result.note(Verdict::Fail, format!("no second session: {e}")),
     };
-    let pending = match session.start("tools/call", &call_params(tool)).await {
+    let pending = match session.start("tools/call", &target.params(call_params(tool))).await {
         Ok(pending) => pending,
         Err(e) => return result.note(Verdict::Fail, format!("the second tools/call could not be sent: {e}")),
     };
@@ -134,17 +144,16 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Verdict::Warn,
             format!(
                 "with the limit at {limit} bytes, no frame over it came within {}",
-                crate::fmt_duration(args.step_timeout)
+                crate::report::fmt_duration(args.step_timeout)
             ),
         ),
     }
-    let ping = match session.start("ping", &()).await {
-        Ok(pending) => pending.with_timeout(args.ping_timeout).response().await.map(|_| ()).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
+    let ping = target.ping(&session, args.ping_timeout).await.map(|_| ());
     match ping {
-        Ok(()) => result
-            .info(format!("the server answered a ping within {} after that", crate::fmt_duration(args.ping_timeout))),
+        Ok(()) => result.info(format!(
+            "the server answered a ping within {} after that",
+            crate::report::fmt_duration(args.ping_timeout)
+        )),
         Err(e) => {
             let closed = tokio::time::timeout(std::time::Duration::from_millis(500), session.wait_closed()).await;
             let exited = match closed.ok().and_then(|c| c.exit_status()) {

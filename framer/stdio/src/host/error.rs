@@ -38,7 +38,7 @@ pub enum CloseReason {
     /// The server stopped reading its stdin: a frame could not be written
     /// within [`SessionConfig::write_timeout`](super::SessionConfig::write_timeout). Every pending request failed
     /// at once and the server was stopped as [`Session::shutdown`](super::Session::shutdown) does
-    /// (stdin closed, SIGTERM, SIGKILL, per [`SessionConfig::shutdown`]).
+    /// (stdin closed, SIGTERM, SIGKILL, per [`SessionConfig::shutdown`](super::SessionConfig::shutdown)).
     StdinStalled(WriteError),
     /// [`Session::shutdown`](super::Session::shutdown) or
     /// [`Connection::shutdown`](super::Connection::shutdown) was called.
@@ -174,7 +174,7 @@ pub enum RequestError {
     /// The request could not be written to the server's stdin.
     Write(WriteError),
     /// The message could not be encoded (its params or result did not
-    /// serialize), or its frame is over [`SessionConfig::max_send`]
+    /// serialize), or its frame is over [`SessionConfig::max_send`](super::SessionConfig::max_send)
     /// ([`EncodeError::TooLarge`]). Nothing was written.
     Encode(EncodeError),
 }

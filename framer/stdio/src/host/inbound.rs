@@ -72,14 +72,14 @@ pub(crate) struct Head {
 }
 
 impl Head {
-    /// The routing fields of `message`, parsed from `frame`, for a buffer
-    /// where the frame starts at 0 (move it with [`at`](Head::at)): no
-    /// allocation unless the method has escapes or the id is a string.
-    pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Head {
+    /// The routing fields of `message`, parsed from `frame`, which lies at
+    /// `at` in its buffer: no allocation unless the method has escapes or the
+    /// id is a string.
+    pub(crate) fn new(at: usize, frame: &[u8], message: &Message<'_>) -> Head {
         let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
         debug_assert_eq!(payload.is_some(), message.payload().is_some(), "the parser borrows payloads from the frame");
         Head {
-            frame: 0..frame.len(),
+            frame: at..at + frame.len(),
             kind: message.kind(),
             id: message.id().map(Id::to_owned_id),
             method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
@@ -96,16 +96,6 @@ impl Head {
     pub(crate) fn at(mut self, at: usize) -> Head {
         self.frame = at..at + self.frame.len();
         self
-    }
-
-    /// The frame's length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.frame.len()
-    }
-
-    /// Request, notification, response or error response.
-    pub(crate) fn kind(&self) -> Kind {
-        self.kind
     }
 }
 
@@ -138,7 +128,7 @@ impl Received {
     /// Copies `frame` and the routing fields of its parsed `message`.
     #[cfg(test)]
     pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Received {
-        Received::copied(frame, Head::new(frame, message))
+        Received::copied(frame, Head::new(0, frame, message))
     }
 
     /// A copy of its own of the message `head` describes in `bytes`.
@@ -272,7 +262,7 @@ pub enum SkippedFrame {
     NotJson {
         /// The line's length in bytes.
         len: usize,
-        /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).
+        /// Its first bytes (at most [`SessionConfig::excerpt`](super::SessionConfig::excerpt)).
         excerpt: Preview,
     },
     /// A frame that is not a valid JSON-RPC message (malformed JSON, invalid
@@ -283,7 +273,7 @@ pub enum SkippedFrame {
         error: ParseError,
         /// The frame's length in bytes.
         len: usize,
-        /// Its first bytes (at most [`ReaderConfig::excerpt`](super::ReaderConfig::excerpt)).
+        /// Its first bytes (at most [`SessionConfig::excerpt`](super::SessionConfig::excerpt)).
         excerpt: Preview,
     },
     /// Stdout closed in the middle of a frame; the partial frame is never
@@ -371,6 +361,7 @@ pub struct InboundQueue {
 impl InboundQueue {
     /// The next item of the batch being taken; once it is all taken, its
     /// reports' bytes go back to the bound.
+    #[inline]
     fn next_taken(&mut self) -> Option<Inbound> {
         let item = self.current.next();
         if self.current.len() == 0 {
@@ -387,12 +378,14 @@ impl InboundQueue {
 
     /// The next item; `None` once the reader has stopped and every item was
     /// taken. Cancel-safe: an item is never lost when the future is dropped.
+    #[inline]
     pub async fn recv(&mut self) -> Option<Inbound> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// Polls for the next item: `Ready(None)` once the reader has stopped
     /// and every item was taken.
+    #[inline]
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Inbound>> {
         loop {
             if let Some(item) = self.next_taken() {
@@ -525,5 +518,35 @@ mod tests {
         let debug = format!("{received:?}");
         assert!(debug.len() < 400, "{debug}");
         assert!(debug.contains(&format!("total_bytes: {}", frame.len())), "{debug}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_queue_is_a_stream_of_the_batches_items_in_order() {
+        use futures_core::Stream;
+
+        let note = |n: u8| {
+            let frame = format!(r#"{{"jsonrpc":"2.0","method":"n{n}"}}"#).into_bytes();
+            let message = parse(&frame).unwrap();
+            Inbound::Notification(Received::copied(&frame, Head::new(0, &frame, &message)))
+        };
+        let (tx, mut queue) = inbound_channel();
+        let sender = tokio::spawn(async move {
+            for batch in 0..50u8 {
+                let items = (0..4).map(|i| note(batch * 4 + i)).collect();
+                tx.0.send(Sent { items, held: None }).unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut seen = Vec::new();
+        while let Some(item) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut queue).poll_next(cx)).await {
+            let Inbound::Notification(received) = item else { panic!("{item:?}") };
+            seen.push(received.method().unwrap().to_owned());
+            if seen.len() % 4 == 1 {
+                assert_eq!(queue.size_hint().0, 3, "the rest of the batch is known");
+            }
+        }
+        sender.await.unwrap();
+        let expected: Vec<String> = (0..200).map(|n| format!("n{n}")).collect();
+        assert_eq!(seen, expected, "every item, in order, then the end");
     }
 }

@@ -13,7 +13,7 @@ use super::config::{Overload, OverloadPolicy};
 use super::inbound::{ITEM_OVERHEAD, Inbound, Sent};
 use super::metrics::Metrics;
 use crate::bound::{ByteBound, Held};
-use crate::counter::bump;
+use crate::counter::{add, bump, undo};
 
 /// How many times the reader yields to the runtime, letting the application
 /// run, before a message that does not fit gets the policy. A consumer that
@@ -97,7 +97,9 @@ impl Dispatch {
             held = self.bytes.try_acquire(cost);
         }
         if held.is_none() {
-            held = self.wait_for_room(cost).await;
+            // Boxed: the overload path's timer and semaphore wait would
+            // otherwise sit in every reader's state, overloaded or not.
+            held = Box::pin(self.wait_for_room(cost)).await;
         }
         let Some(held) = held else {
             return match (self.policy, &item) {
@@ -107,9 +109,15 @@ impl Dispatch {
                 _ => Verdict::Drop(item),
             };
         };
+        // Counted before it is queued: whoever takes it sees it counted.
+        let message = u64::from(!matches!(item, Inbound::Skipped(_)));
+        add(&self.metrics.delivered, message);
         match self.queue.send(sent(item, held)) {
             Ok(()) => Verdict::Queued,
-            Err(mut closed) => Verdict::Unconsumed(closed.0.items.pop().expect("one item")),
+            Err(mut closed) => {
+                undo(&self.metrics.delivered, message);
+                Verdict::Unconsumed(closed.0.items.pop().expect("one item"))
+            }
         }
     }
 
@@ -164,9 +172,14 @@ impl Dispatch {
     }
 
     /// Sends a batch [`reserve_batch`](Dispatch::reserve_batch) made room
-    /// for; gives it back if the receiver is gone.
-    pub(crate) fn send_batch(&mut self, batch: Sent) -> Result<(), Sent> {
-        self.queue.send(batch).map_err(|e| e.0)
+    /// for, its `messages` counted as delivered first (whoever takes them
+    /// sees them counted); gives it back if the receiver is gone.
+    pub(crate) fn send_batch(&mut self, batch: Sent, messages: u64) -> Result<(), Sent> {
+        add(&self.metrics.delivered, messages);
+        self.queue.send(batch).map_err(|e| {
+            undo(&self.metrics.delivered, messages);
+            e.0
+        })
     }
 
     /// Queues a report only if there is room right now (reports are also
@@ -234,7 +247,7 @@ mod tests {
         let frame = format!(r#"{{"jsonrpc":"2.0","method":"n","params":{{"n":"{n:03}"}}}}"#);
         let frame = frame.as_bytes();
         let message = mcp_framer_jsonrpc::parse(frame).unwrap();
-        Inbound::Notification(Received::copied(frame, Head::new(frame, &message)))
+        Inbound::Notification(Received::copied(frame, Head::new(0, frame, &message)))
     }
 
     /// What one `note` costs.
@@ -403,7 +416,7 @@ mod tests {
         assert!(matches!(dispatch.offer(note(2)).await, Verdict::Drop(_)), "Reject drops what is not a request");
         let request = br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage"}"#;
         let message = mcp_framer_jsonrpc::parse(request).unwrap();
-        let request = Inbound::Request(Received::copied(request, Head::new(request, &message)));
+        let request = Inbound::Request(Received::copied(request, Head::new(0, request, &message)));
         assert!(matches!(dispatch.offer(request).await, Verdict::Reject(Inbound::Request(_))));
         dispatch.policy = OverloadPolicy::EndSession;
         assert!(matches!(dispatch.offer(note(3)).await, Verdict::End));

@@ -17,7 +17,7 @@ use mcp_framer::{Bom, Config, EmptyLines, Event, Framer, OversizePolicy};
 const READ_SIZE: usize = 16 * 1024;
 /// Bytes read per `read` at first: a quiet server's stderr costs one small
 /// buffer; each read that fills it doubles it, up to [`READ_SIZE`].
-const FIRST_READ_SIZE: usize = 512;
+const FIRST_READ_SIZE: usize = 128;
 /// Longest line forwarded to `tracing`; a longer line is reported by its
 /// length only (it stays in the tail).
 const MAX_LOGGED_LINE: usize = 4096;

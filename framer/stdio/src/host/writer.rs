@@ -100,7 +100,8 @@ async fn run<W: AsyncWrite + Unpin>(
                 let result = match stdin.as_mut() {
                     None => Err(WriteError::Closed),
                     Some(_) if broken => Err(WriteError::Broken),
-                    Some(pipe) => write_frame(pipe, &frame, timeout).await,
+                    // Boxed: its timer would otherwise sit in every idle writer.
+                    Some(pipe) => Box::pin(write_frame(pipe, &frame, timeout)).await,
                 };
                 if let Err(e) = &result {
                     bump(&metrics.write_errors);

@@ -105,6 +105,11 @@ use tool::Handler;
 /// answers with the client's version if it is one of these, else the newest.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// The modern (handshake-free) MCP protocol versions this server serves,
+/// newest first: `server/discover` lists them (then [`PROTOCOL_VERSIONS`],
+/// which `initialize` still serves), as the 2026-07-28 revision describes.
+pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
+
 /// The default [`ServerConfig::control_queue_bytes`]: 1 MiB, some 28,000
 /// `ping` replies.
 pub const DEFAULT_CONTROL_QUEUE_BYTES: usize = 1 << 20;
@@ -425,7 +430,28 @@ impl Server {
 
     fn tools_list(&self) -> Box<RawValue> {
         let tools: Vec<&Tool> = self.tools.iter().map(|(tool, _, _)| tool).collect();
-        to_raw_value(&serde_json::json!({ "tools": tools })).expect("tool descriptions serialize")
+        // `resultType`, `ttlMs` and `cacheScope` are required from 2026-07-28
+        // on (earlier clients ignore them). The list is fixed for the
+        // server's life, but a restart may change it: no freshness is
+        // promised (`ttlMs` 0), and it is this server's own (`private`).
+        let list = serde_json::json!({ "tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private" });
+        to_raw_value(&list).expect("tool descriptions serialize")
+    }
+
+    /// The `server/discover` result (2026-07-28): the versions served, the
+    /// capabilities, and the identity in `_meta`.
+    fn discover_result(&self) -> Value {
+        let versions: Vec<&str> = MODERN_PROTOCOL_VERSIONS.iter().chain(PROTOCOL_VERSIONS).copied().collect();
+        let mut result = serde_json::json!({
+            "resultType": "complete",
+            "supportedVersions": versions,
+            "capabilities": { "tools": { "listChanged": false } },
+            "_meta": { "io.modelcontextprotocol/serverInfo": { "name": self.name, "version": self.version } },
+        });
+        if let Some(instructions) = &self.instructions {
+            result["instructions"] = Value::from(instructions.as_str());
+        }
+        result
     }
 
     fn initialize_result(&self, asked: Option<&str>) -> Value {

@@ -385,6 +385,9 @@ impl Session<'_> {
                 self.initialize_id = Some(id.clone());
                 self.reply(&id, &result)
             }
+            // The 2026-07-28 revision's probe: answered before or without
+            // `initialize`, and any number of times.
+            "server/discover" => self.reply(&id, &self.server.discover_result()),
             "ping" => self.reply(&id, &serde_json::json!({})),
             "tools/list" => self.reply(&id, &self.tools_list),
             "tools/call" => self.on_call(id, params),

@@ -20,8 +20,8 @@ use mcp_framer_jsonrpc::OwnedId;
 
 /// A tool's result: the `result` of a `tools/call` response.
 ///
-/// Serializes as `{"content":[…],"structuredContent":…,"isError":true}`,
-/// the last two only when set.
+/// Serializes as `{"content":[…],"structuredContent":…,"isError":true,"resultType":"complete"}`,
+/// `structuredContent` and `isError` only when set.
 ///
 /// # Structured results
 ///
@@ -53,17 +53,37 @@ use mcp_framer_jsonrpc::OwnedId;
 /// handler's panic, and a handler's `Err` with any code but
 /// [`INVALID_PARAMS`](mcp_framer_jsonrpc::INVALID_PARAMS), into such a
 /// result (see [`Server::tool`](super::Server::tool)).
-#[derive(Clone, Debug, Default, Serialize)]
+///
+/// It serializes with `"resultType": "complete"` last: required in every
+/// result from the 2026-07-28 revision on, and ignored by earlier clients.
+#[derive(Clone, Debug, Default)]
 pub struct ToolResult {
     /// Content blocks (`{"type":"text","text":…}` and the other MCP kinds).
     pub content: Vec<Value>,
     /// Machine-readable result, serialized once.
-    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Box<RawValue>>,
     /// Whether the tool failed (a tool error the model should see, as
     /// opposed to a protocol error, which is an [`RpcError`]).
-    #[serde(rename = "isError", skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+}
+
+impl Serialize for ToolResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("ToolResult", 4)?;
+        out.serialize_field("content", &self.content)?;
+        match &self.structured_content {
+            Some(structured) => out.serialize_field("structuredContent", structured)?,
+            None => out.skip_field("structuredContent")?,
+        }
+        if self.is_error {
+            out.serialize_field("isError", &true)?;
+        } else {
+            out.skip_field("isError")?;
+        }
+        out.serialize_field("resultType", "complete")?;
+        out.end()
+    }
 }
 
 impl ToolResult {

@@ -1,0 +1,121 @@
+//! The checks' names and numbers.
+
+use std::str::FromStr;
+
+/// A check, by name or number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CheckId {
+    /// 1: nothing but JSON-RPC on stdout.
+    StdoutHygiene,
+    /// 2: `server/discover` or `initialize` (+ `notifications/initialized`), `tools/list`.
+    Handshake,
+    /// 3: malformed input gets the right errors and the server stays alive.
+    BadInput,
+    /// 4: the largest request the server takes, and what a larger one gets.
+    RequestSize,
+    /// 5: a request one byte at a time, two in one write, one split at `\r\n`.
+    Framing,
+    /// 6: the server's frame sizes, and life after the host skips one.
+    ResponseLimits,
+    /// 7: the server keeps reading stdin while its stdout is blocked.
+    Backpressure,
+    /// 8: cancellation stops the producer.
+    Cancellation,
+    /// 9: the server exits when stdin closes, leaving no process behind.
+    Shutdown,
+}
+
+impl CheckId {
+    /// Every check, in order.
+    pub const ALL: [CheckId; 9] = [
+        CheckId::StdoutHygiene,
+        CheckId::Handshake,
+        CheckId::BadInput,
+        CheckId::RequestSize,
+        CheckId::Framing,
+        CheckId::ResponseLimits,
+        CheckId::Backpressure,
+        CheckId::Cancellation,
+        CheckId::Shutdown,
+    ];
+
+    /// Its number, 1 to 9.
+    pub fn number(self) -> u8 {
+        Self::ALL.iter().position(|&c| c == self).map_or(0, |i| i as u8 + 1)
+    }
+
+    /// Its name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckId::StdoutHygiene => "stdout-hygiene",
+            CheckId::Handshake => "handshake",
+            CheckId::BadInput => "bad-input",
+            CheckId::RequestSize => "request-size",
+            CheckId::Framing => "framing",
+            CheckId::ResponseLimits => "response-limits",
+            CheckId::Backpressure => "backpressure",
+            CheckId::Cancellation => "cancellation",
+            CheckId::Shutdown => "shutdown",
+        }
+    }
+
+    /// Its title.
+    pub fn title(self) -> &'static str {
+        match self {
+            CheckId::StdoutHygiene => "stdout hygiene",
+            CheckId::Handshake => "handshake",
+            CheckId::BadInput => "bad input survives",
+            CheckId::RequestSize => "incoming size limit",
+            CheckId::Framing => "framing robustness",
+            CheckId::ResponseLimits => "response limits",
+            CheckId::Backpressure => "backpressure",
+            CheckId::Cancellation => "cancellation reaches the producer",
+            CheckId::Shutdown => "shutdown",
+        }
+    }
+
+    /// Why it matters, in one line.
+    pub fn why(self) -> &'static str {
+        match self {
+            CheckId::StdoutHygiene => {
+                "stdout is the protocol channel: a banner or log line there is a parse error in every host, and a strict host drops the session"
+            }
+            CheckId::Handshake => {
+                "a host waits for the handshake (server/discover or initialize) before anything else; a slow or malformed answer means the server never becomes usable"
+            }
+            CheckId::BadInput => {
+                "one bad line must cost one error reply, not the session: a server that goes deaf hangs every request after it"
+            }
+            CheckId::RequestSize => {
+                "a request over the server's limit must get an error, not silence or a crash, or the host waits out its timeout and loses the session"
+            }
+            CheckId::Framing => {
+                "pipes deliver bytes in arbitrary chunks; a server that assumes one read per message drops or merges requests"
+            }
+            CheckId::ResponseLimits => {
+                "a response over the host's transport limit is skipped; the server must stay usable and say when it truncated"
+            }
+            CheckId::Backpressure => {
+                "stdout is a 64 KiB pipe: a server that stops reading stdin while blocked on stdout deadlocks with a host that writes first"
+            }
+            CheckId::Cancellation => {
+                "a cancel that does not reach the producer leaves it burning CPU and bandwidth, and its output queues ahead of the next answer"
+            }
+            CheckId::Shutdown => {
+                "MCP ends a stdio session by closing stdin; a server that outlives it (or leaves children) leaks a process per session"
+            }
+        }
+    }
+}
+
+impl FromStr for CheckId {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<CheckId, String> {
+        let text = text.trim();
+        CheckId::ALL.into_iter().find(|c| c.name() == text || c.number().to_string() == text).ok_or_else(|| {
+            let names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
+            format!("unknown check {text:?}; use a number 1-9 or one of {}", names.join(", "))
+        })
+    }
+}

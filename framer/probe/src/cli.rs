@@ -1,0 +1,219 @@
+//! The command line: every limit and every time is a flag with a default;
+//! [`Args::into_options`] turns it into the library's [`Options`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::check_id::CheckId;
+use crate::options::{FailOn, Limits, Options, ToolSpec, parse_duration, parse_size, parse_tool};
+
+/// Check an MCP stdio server against the transport's release criteria.
+///
+/// Runs the server (everything after `--`) once per check, sends it the
+/// inputs that wedge careless servers, and reports PASS / WARN / FAIL / SKIP
+/// per check with the evidence. Exit status: 0 when no check FAILs (with
+/// `--fail-on warn`: none WARNs either), 1 when one does, 2 on a usage error
+/// (a `--large`/`--slow` tool the server does not list included) or a server
+/// that could not be started.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "mcp-probe", version, about, long_about = None)]
+#[command(after_help = "Checks: 1 stdout-hygiene, 2 handshake, 3 bad-input, 4 request-size, 5 framing, \
+6 response-limits, 7 backpressure, 8 cancellation, 9 shutdown.\n\
+Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
+Example: mcp-probe --large 'dump {\"bytes\":4000000}' --slow 'count {\"seconds\":10}' -- python server.py")]
+pub(crate) struct Args {
+    /// List the server's tools with their input schemas (and which look
+    /// suitable for --large and --slow), then exit.
+    #[arg(long)]
+    pub(crate) list_tools: bool,
+    /// What makes the exit status 1: a FAIL (default), or a WARN too.
+    #[arg(long, default_value = "fail", value_name = "fail|warn")]
+    pub(crate) fail_on: FailOn,
+    /// The protocol era: `auto` probes with `server/discover` and falls back
+    /// to `initialize`; `modern` and `legacy` use that era only.
+    #[arg(long, default_value = "auto", value_parser = parse_era, value_name = "auto|modern|legacy")]
+    pub(crate) era: EraArg,
+    /// Write the report as JSON (schema `mcp-probe-report`, version 2) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Run only these checks (names or numbers, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
+    pub(crate) only: Vec<CheckId>,
+    /// Skip these checks (names or numbers, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
+    pub(crate) skip: Vec<CheckId>,
+    /// A tool whose result is large (checks 6 and 7): its name, then its JSON arguments.
+    #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
+    pub(crate) large: Option<ToolSpec>,
+    /// A tool that runs for a while, ideally sending progress (checks 8 and 9): its name, then its JSON arguments.
+    #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
+    pub(crate) slow: Option<ToolSpec>,
+    /// The protocol version offered in `initialize` (legacy era).
+    #[arg(long, default_value = "2025-11-25")]
+    pub(crate) protocol_version: String,
+    /// How long `initialize` may take to be answered.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub(crate) init_timeout: Duration,
+    /// How long any other request may take to be answered (tool calls included).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub(crate) step_timeout: Duration,
+    /// How long a `ping` may take after an incident before the server counts as deaf.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub(crate) ping_timeout: Duration,
+    /// How long to wait for the reply to each bad input (check 3).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub(crate) reply_wait: Duration,
+    /// Most pages of `tools/list` followed (check 2).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) max_pages: u32,
+    /// Smallest padded request (check 4).
+    #[arg(long, default_value = "1KiB", value_parser = parse_size)]
+    pub(crate) min_request: usize,
+    /// Largest padded request (check 4); raise it to look for a limit above 16 MiB.
+    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    pub(crate) max_request: usize,
+    /// Bisection steps between the largest answered and the first failed size (check 4).
+    #[arg(long, default_value_t = 6)]
+    pub(crate) bisect_steps: u32,
+    /// Delay between the bytes of the request written one byte at a time (check 5).
+    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    pub(crate) byte_delay: Duration,
+    /// The probe's transport limit for the server's frames.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub(crate) max_frame: usize,
+    /// How long the probe stops reading the server's stdout (check 7).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub(crate) pause: Duration,
+    /// Bytes written to the server's stdin while its stdout is blocked (check 7;
+    /// more than a pipe holds, so the write completes only if the server reads).
+    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    pub(crate) stdin_probe: usize,
+    /// How long the server may take to answer a `ping` once reading resumes (check 7).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub(crate) recover_timeout: Duration,
+    /// How long to wait for the slow tool to show it runs: progress, output or a child process (checks 8, 9).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub(crate) slow_start: Duration,
+    /// Messages still allowed after the cancellation (in flight) (check 8).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub(crate) cancel_grace: Duration,
+    /// How long to watch for messages and child processes after the grace (check 8).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub(crate) cancel_watch: Duration,
+    /// How long the server may take to exit once its stdin is closed (check 9).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub(crate) exit_timeout: Duration,
+    /// How long the server may take to exit after SIGTERM (check 9).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub(crate) term_timeout: Duration,
+    /// The most time one check may take, all its steps together.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    pub(crate) check_timeout: Duration,
+    /// Bytes of a line quoted as evidence.
+    #[arg(long, default_value = "120B", value_parser = parse_size)]
+    pub(crate) excerpt: usize,
+    /// No progress display.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+    /// The server command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "SERVER")]
+    pub(crate) command: Vec<String>,
+}
+
+/// `--era`: `None` is `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EraArg(pub(crate) Option<mcp_framer_stdio::host::Era>);
+
+fn parse_era(text: &str) -> Result<EraArg, String> {
+    use mcp_framer_stdio::host::Era;
+    match text.trim() {
+        "auto" => Ok(EraArg(None)),
+        "modern" => Ok(EraArg(Some(Era::Modern))),
+        "legacy" => Ok(EraArg(Some(Era::Legacy))),
+        other => Err(format!("unknown era {other:?}: use auto, modern or legacy")),
+    }
+}
+
+impl Args {
+    /// The library's options.
+    pub(crate) fn into_options(self) -> Options {
+        let limits = Limits {
+            init_timeout: self.init_timeout,
+            step_timeout: self.step_timeout,
+            ping_timeout: self.ping_timeout,
+            reply_wait: self.reply_wait,
+            max_pages: self.max_pages,
+            min_request: self.min_request,
+            max_request: self.max_request,
+            bisect_steps: self.bisect_steps,
+            byte_delay: self.byte_delay,
+            max_frame: self.max_frame,
+            pause: self.pause,
+            stdin_probe: self.stdin_probe,
+            recover_timeout: self.recover_timeout,
+            slow_start: self.slow_start,
+            cancel_grace: self.cancel_grace,
+            cancel_watch: self.cancel_watch,
+            exit_timeout: self.exit_timeout,
+            term_timeout: self.term_timeout,
+            check_timeout: self.check_timeout,
+            excerpt: self.excerpt,
+        };
+        let mut options = Options::new(self.command);
+        options.only = self.only;
+        options.skip = self.skip;
+        options.large = self.large;
+        options.slow = self.slow;
+        options.protocol_version = self.protocol_version;
+        options.era = self.era.0;
+        options.fail_on = self.fail_on;
+        options.quiet = self.quiet;
+        options.limits = limits;
+        options
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes_durations_and_tools() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1KiB"), Ok(1024));
+        assert_eq!(parse_size("120B"), Ok(120));
+        assert!(parse_size("3 parsecs").is_err());
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("soon").is_err());
+        let tool = parse_tool(r#"dump {"bytes": 10}"#).unwrap();
+        assert_eq!((tool.name.as_str(), tool.arguments["bytes"].as_u64()), ("dump", Some(10)));
+        assert_eq!(parse_tool("slow").unwrap().arguments, serde_json::json!({}));
+        assert!(parse_tool("x [1]").is_err());
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_librarys() {
+        let args = Args::try_parse_from(["mcp-probe", "--", "x"]).unwrap();
+        assert!(!args.list_tools);
+        let options = args.into_options();
+        assert_eq!(options.limits, Limits::default());
+        assert_eq!((options.fail_on, options.era), (FailOn::Fail, None));
+        assert_eq!(options.protocol_version, Options::new(vec![]).protocol_version);
+        let warn = Args::try_parse_from(["mcp-probe", "--fail-on", "warn", "--era", "modern", "--", "x"]).unwrap();
+        assert_eq!(warn.fail_on, FailOn::Warn);
+        assert_eq!(warn.era, EraArg(Some(mcp_framer_stdio::host::Era::Modern)));
+        assert!(Args::try_parse_from(["mcp-probe", "--fail-on", "never", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn the_server_command_follows_the_double_dash() {
+        let args = Args::try_parse_from(["mcp-probe", "--only", "bad-input,9", "--", "node", "--x", "s.js"]).unwrap();
+        assert_eq!(args.command, ["node", "--x", "s.js"]);
+        assert_eq!(args.only, [CheckId::BadInput, CheckId::Shutdown]);
+        assert!(Args::try_parse_from(["mcp-probe"]).is_err(), "a server command is required");
+        assert!(Args::try_parse_from(["mcp-probe", "--only", "nope", "--", "x"]).is_err());
+    }
+}
