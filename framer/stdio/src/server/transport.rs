@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::ServerConfig;
@@ -92,6 +92,7 @@ where
         Outbox::new(config.writer_queue_bytes, config.control_queue_bytes, config.max_send, Arc::clone(&counters));
     let writer = tokio::spawn(run_writer(inbox, output, Arc::clone(&counters)));
     let (tx, rx) = mpsc::unbounded_channel();
+    let (signal_tx, signal) = watch::channel(None);
     let stats = Arc::new(Mutex::new(Stats::default()));
     let stdin = StdinLoop {
         config,
@@ -100,6 +101,7 @@ where
         tx,
         waiting: ByteBound::new(config.framer.max_frame),
         stats: Arc::clone(&stats),
+        signal: signal_tx,
     };
     let reader = tokio::spawn(stdin.run(input, shutdown)).abort_handle();
     let outgoing = Outgoing {
@@ -110,7 +112,7 @@ where
         stats,
         grace: config.shutdown_grace,
     };
-    (outgoing, Incoming { rx })
+    (outgoing, Incoming { rx, signal })
 }
 
 /// [`transport`] on the process's stdin and stdout, taken for the protocol
@@ -195,6 +197,7 @@ impl fmt::Debug for IncomingFrame {
 #[derive(Debug)]
 pub struct Incoming {
     rx: mpsc::UnboundedReceiver<IncomingFrame>,
+    signal: watch::Receiver<Option<i32>>,
 }
 
 impl Incoming {
@@ -203,6 +206,19 @@ impl Incoming {
     /// dropped.
     pub async fn recv(&mut self) -> Option<IncomingFrame> {
         self.rx.recv().await
+    }
+
+    /// Resolves to the shutdown signal's number once one has arrived,
+    /// before or after the end of stdin (a signal also ends the messages);
+    /// never if none does. What an SDK that lets in-flight requests finish
+    /// after the end of stdin waits on to cancel them at once instead, as
+    /// the serve loop does. Cancel-safe.
+    pub async fn signalled(&mut self) -> i32 {
+        let number = self.signal.wait_for(Option::is_some).await.map(|number| number.unwrap_or_default());
+        match number {
+            Ok(number) => number,
+            Err(_) => std::future::pending().await,
+        }
     }
 }
 
@@ -286,6 +302,8 @@ struct StdinLoop {
     /// The bytes of the frames waiting for the SDK.
     waiting: ByteBound,
     stats: Arc<Mutex<Stats>>,
+    /// The shutdown signal, once one arrived (also after the end of stdin).
+    signal: watch::Sender<Option<i32>>,
 }
 
 /// What the stdin task does with one screened event.
@@ -304,6 +322,7 @@ impl StdinLoop {
                 biased;
                 number = &mut shutdown => {
                     tracing::warn!(signal = number, "signal received: treated as the end of stdin");
+                    self.signal.send_replace(Some(number));
                     break 'read;
                 }
                 read = input.read(framer.spare()) => read,
@@ -345,6 +364,7 @@ impl StdinLoop {
                             biased;
                             number = &mut shutdown => {
                                 tracing::warn!(signal = number, "signal received: treated as the end of stdin");
+                                self.signal.send_replace(Some(number));
                                 break 'read;
                             }
                             held = self.waiting.acquire(len) => held,
@@ -369,6 +389,7 @@ impl StdinLoop {
                                     biased;
                                     number = &mut shutdown => {
                                         tracing::warn!(signal = number, "signal received: treated as the end of stdin");
+                                        self.signal.send_replace(Some(number));
                                         // The reply still goes out if stdout allows (one frame over the budget).
                                         self.outbox.push(reply, None, None);
                                         break 'read;
@@ -392,5 +413,13 @@ impl StdinLoop {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = *framer.stats();
         let report = self.counters.report(*framer.stats());
         tracing::debug!(?report, "stdin loop done");
+        let StdinLoop { tx, signal, .. } = self;
+        // The SDK sees the end of its messages now; a signal may still come.
+        drop(tx);
+        if signal.borrow().is_none() {
+            let number = shutdown.await;
+            tracing::warn!(signal = number, "signal received after the end of stdin");
+            signal.send_replace(Some(number));
+        }
     }
 }
