@@ -1,15 +1,18 @@
 //! The server side: [`stdio()`], a `Transport<RoleServer>` on the server
 //! library's raw stdio transport, and [`capture`] for tool handlers.
 
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
-use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcVersion2_0};
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcVersion2_0, RequestId};
 use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::process::Command;
+use tokio::sync::Notify;
 
 use crate::decode::{AdapterCounts, Counters, bump, decode, request_id};
 use mcp_framer_jsonrpc::{EncodeError, INTERNAL_ERROR, INVALID_REQUEST, Kind};
@@ -61,10 +64,10 @@ pub fn stdio() -> Stdio {
 /// [`stdio()`] with the server library's configuration: limits and budgets.
 pub fn stdio_with_config(config: ServerConfig) -> Stdio {
     match stdio_transport(config) {
-        Ok((outgoing, incoming)) => Stdio::new(outgoing, incoming),
+        Ok((outgoing, incoming)) => Stdio::with_halves(Ok((outgoing, incoming)), config),
         Err(error) => {
             tracing::error!(%error, "the process's stdio could not be taken for MCP");
-            Stdio { halves: Err(Arc::new(error)), counters: Arc::default() }
+            Stdio::with_halves(Err(Arc::new(error)), config)
         }
     }
 }
@@ -75,14 +78,79 @@ pub fn stdio_with_config(config: ServerConfig) -> Stdio {
 pub struct Stdio {
     halves: Result<(Outgoing, Incoming), Arc<io::Error>>,
     counters: Arc<Counters>,
+    /// Requests handed to rmcp and not answered yet.
+    in_flight: Arc<InFlight>,
+    /// After the end of stdin: how long in-flight requests may still run.
+    grace: Duration,
+    /// When the end of stdin was seen.
+    eof_at: Option<Instant>,
+    /// Cancellations to hand rmcp before the end of its input.
+    cancels: VecDeque<RequestId>,
+}
+
+/// The ids of the requests rmcp is handling, and a wake-up when one is
+/// answered.
+#[derive(Debug, Default)]
+struct InFlight {
+    ids: Mutex<HashSet<RequestId>>,
+    answered: Notify,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Stdio {
     /// An rmcp transport on the halves of a raw server transport (one on
     /// other streams than the process's stdio, say, from
     /// [`transport`](mcp_framer_stdio::server::transport)).
-    pub fn new(outgoing: Outgoing, incoming: Incoming) -> Stdio {
-        Stdio { halves: Ok((outgoing, incoming)), counters: Arc::default() }
+    pub fn new(outgoing: Outgoing, incoming: Incoming, config: ServerConfig) -> Stdio {
+        Stdio::with_halves(Ok((outgoing, incoming)), config)
+    }
+
+    fn with_halves(halves: Result<(Outgoing, Incoming), Arc<io::Error>>, config: ServerConfig) -> Stdio {
+        Stdio {
+            halves,
+            counters: Arc::default(),
+            in_flight: Arc::default(),
+            grace: config.shutdown_grace,
+            eof_at: None,
+            cancels: VecDeque::new(),
+        }
+    }
+
+    /// At the end of stdin, as the serve loop does: in-flight requests may
+    /// finish for [`ServerConfig::shutdown_grace`]; a shutdown signal, or
+    /// the end of the grace, cancels the rest (rmcp gets a
+    /// `notifications/cancelled` for each, so their handlers' tokens fire
+    /// and their subprocesses' groups are killed) before its input ends.
+    /// Without this, rmcp alone waits 5 s for them, whatever signal comes.
+    /// Cancel-safe: its state lives in `self`.
+    async fn finish(&mut self) -> Option<RequestId> {
+        if let Some(id) = self.cancels.pop_front() {
+            return Some(id);
+        }
+        let eof_at = *self.eof_at.get_or_insert_with(Instant::now);
+        let (_, incoming) = self.halves.as_mut().ok()?;
+        loop {
+            let answered = self.in_flight.answered.notified();
+            if self.in_flight.lock().is_empty() {
+                return None;
+            }
+            let why = tokio::select! {
+                () = answered => continue,
+                number = incoming.signalled() => format!("signal {number} received"),
+                () = tokio::time::sleep_until((eof_at + self.grace).into()) => {
+                    format!("still running {:?} after the end of stdin", self.grace)
+                }
+            };
+            let ids: Vec<RequestId> = self.in_flight.lock().drain().collect();
+            tracing::warn!(count = ids.len(), reason = %why, "cancelling the requests still in flight");
+            self.cancels.extend(ids);
+            return self.cancels.pop_front();
+        }
     }
 
     /// A cloneable handle: the transport's counters and the adapter's.
@@ -140,6 +208,12 @@ impl Transport<RoleServer> for Stdio {
     type Error = io::Error;
 
     fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        if let JsonRpcMessage::Response(rmcp::model::JsonRpcResponse { id, .. })
+        | JsonRpcMessage::Error(JsonRpcError { id: Some(id), .. }) = &item
+            && self.in_flight.lock().remove(id)
+        {
+            self.in_flight.answered.notify_waiters();
+        }
         let sent =
             self.halves.as_ref().map_err(|e| io::Error::new(e.kind(), e.to_string())).and_then(|(outgoing, _)| {
                 let frame = encode(outgoing, &item, &self.counters)?;
@@ -152,13 +226,25 @@ impl Transport<RoleServer> for Stdio {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let (outgoing, incoming) = self.halves.as_mut().ok()?;
         loop {
+            if self.eof_at.is_some() {
+                let id = self.finish().await?;
+                return Some(cancelled(id));
+            }
+            let (outgoing, incoming) = self.halves.as_mut().ok()?;
             // Cancel-safe: the queue keeps what a dropped future did not take;
             // a rejected request's answer is queued without waiting.
-            let frame = incoming.recv().await?;
+            let Some(frame) = incoming.recv().await else {
+                self.eof_at = Some(Instant::now());
+                continue;
+            };
             match decode(frame.kind(), frame.frame()) {
-                Ok(message) => return Some(message),
+                Ok(message) => {
+                    if let JsonRpcMessage::Request(request) = &message {
+                        self.in_flight.lock().insert(request.id.clone());
+                    }
+                    return Some(message);
+                }
                 Err(error) => {
                     bump(&self.counters.rejected);
                     let id = mcp_framer_jsonrpc::parse(frame.frame()).ok().and_then(|m| m.id().map(request_id));
@@ -182,6 +268,18 @@ impl Transport<RoleServer> for Stdio {
             Err(_) => Ok(()),
         }
     }
+}
+
+/// The `notifications/cancelled` rmcp gets for a request abandoned at
+/// shutdown.
+fn cancelled(id: RequestId) -> RxJsonRpcMessage<RoleServer> {
+    let note = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "the server is shutting down"},
+    });
+    let note = serde_json::from_value(note).expect("a cancellation is a client notification");
+    JsonRpcMessage::Notification(note)
 }
 
 /// Runs `command` for an rmcp tool handler under its request's
