@@ -5,7 +5,8 @@
 //! {"seconds": s}` (a progress notification every 100 ms for `s` seconds,
 //! stopped at once by a cancellation) and `run {"script": "..."}` (`sh -c
 //! script` under the request's cancellation token, with the bounded capture
-//! and the process-group kill: a cancelled call kills its children).
+//! and the process-group kill: a cancelled call kills its children). At the
+//! end of stdin, calls still running after 500 ms are cancelled.
 
 use std::time::Duration;
 
@@ -98,7 +99,10 @@ async fn main() {
     let served = if std::env::args().any(|a| a == "--stock") {
         server.serve(rmcp::transport::stdio()).await
     } else {
-        server.serve(mcp_framer_rmcp::stdio()).await
+        // At the end of stdin, in-flight calls get 500 ms, then are cancelled
+        // (their process groups killed): a host that closed stdin is leaving.
+        let config = mcp_framer_stdio::server::ServerConfig::default().with_shutdown_grace(Duration::from_millis(500));
+        server.serve(mcp_framer_rmcp::stdio_with_config(config)).await
     };
     let code = match served {
         Ok(service) => match service.waiting().await {
