@@ -381,10 +381,9 @@ pub async fn run_rmcp_service(
 
     let command = tokio::process::Command::from(writer.command(exe));
     let count = Count(Arc::new(AtomicU64::new(0)));
-    let cpu_at_start = process_cpu_ns();
     let start_note = || ClientNotification::CustomNotification(CustomNotification::new(START_METHOD, None));
     type Finish = Box<dyn FnOnce() -> Result<String, String>>;
-    let (start, service, finish): (Instant, _, Finish) = match transport {
+    let (start, cpu, service, finish): (Instant, ProcessCpu, _, Finish) = match transport {
         RmcpTransport::Stock => {
             let (child, stderr) = TokioChildProcess::builder(command)
                 .stderr(std::process::Stdio::piped())
@@ -397,7 +396,7 @@ pub async fn run_rmcp_service(
             if ready.trim_end() != "pipe_writer: ready" {
                 return Err(format!("child not ready: {ready:?}"));
             }
-            let start = Instant::now();
+            let (start, cpu) = (Instant::now(), ProcessCpu::start());
             let service = serve_directly(count.clone(), child, None);
             service.send_notification(start_note()).await.map_err(|e| format!("start: {e}"))?;
             // stderr is read to its end once the child has exited.
@@ -414,7 +413,7 @@ pub async fn run_rmcp_service(
                 let rest = futures::executor::block_on(rest).map_err(|e| e.to_string())?;
                 rest.map_err(|e| format!("child stderr: {e}"))
             });
-            (start, service, finish as Finish)
+            (start, cpu, service, finish as Finish)
         }
         RmcpTransport::Adapter => {
             let config = SessionConfig::default().with_max_receive(MAX_FRAME);
@@ -429,7 +428,7 @@ pub async fn run_rmcp_service(
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            let start = Instant::now();
+            let (start, cpu) = (Instant::now(), ProcessCpu::start());
             let service = serve_directly(count.clone(), child, None);
             service.send_notification(start_note()).await.map_err(|e| format!("start: {e}"))?;
             let finish = Box::new(move || {
@@ -444,7 +443,7 @@ pub async fn run_rmcp_service(
                 }
                 Ok(handle.stderr_tail())
             });
-            (start, service, finish as Finish)
+            (start, cpu, service, finish as Finish)
         }
     };
     let quit = service.waiting().await.map_err(|e| format!("service: {e}"))?;
@@ -453,23 +452,12 @@ pub async fn run_rmcp_service(
         tokio::task::yield_now().await;
     }
     let elapsed = start.elapsed();
-    if std::env::var_os("MCP_BENCH_CPU_PER_MIB").is_some() {
-        // The parent's CPU time (every thread), set-up included, per MiB read.
-        let cpu_ms = (process_cpu_ns() - cpu_at_start) as f64 / 1e6;
-        let mib = writer.bytes() as f64 / f64::from(1u32 << 20);
-        eprintln!("cpu-per-mib {transport:?} {} B frames: {:.3} ms/MiB", writer.bytes() / writer.frames, cpu_ms / mib);
-    }
+    let cpu = cpu.elapsed();
     let stderr = finish()?;
     let frames = count.0.load(Relaxed);
     let report = Report::parse(&stderr).map_err(|e| format!("{e} (service ended: {quit:?})"))?;
     check_report(writer, &report)?;
-    Ok(pipe::Run { started: start, elapsed, count: frames, report })
-}
-
-/// This process's CPU time so far (all threads), in nanoseconds.
-fn process_cpu_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+    Ok(pipe::Run { started: start, elapsed, cpu, count: frames, report })
 }
 
 /// Whether the child wrote what `writer` asked for.
