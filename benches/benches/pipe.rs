@@ -27,6 +27,10 @@
 //! `host-session` (`mcp_framer_stdio::host::Session` spawns the child; a
 //! consumer task counts the notifications; no drops asserted), `rmcp`
 //! (rmcp's `TokioChildProcess` spawns it; `Transport::receive` until the end)
+//! `rmcp-service-tokiochildprocess` and `rmcp-service-childprocess` (a whole
+//! rmcp client service, `serve_directly`, over rmcp's `TokioChildProcess` and
+//! over `mcp_framer_rmcp::ChildProcess`; its `ClientHandler` counts the
+//! notifications: what an rmcp application gets with each transport)
 //! and `hand-written` (`FramedRead` + `LinesCodec` +
 //! `serde_json::from_str::<Value>` per line). The two that own the child
 //! start it by sending one line on its stdin instead of closing it.
@@ -102,6 +106,8 @@ enum Strategy {
     HostSession,
     HandWritten,
     Rmcp,
+    RmcpServiceStock,
+    RmcpServiceAdapter,
 }
 
 impl Strategy {
@@ -117,6 +123,8 @@ impl Strategy {
             Strategy::HostSession => "host-session",
             Strategy::HandWritten => "hand-written",
             Strategy::Rmcp => "rmcp",
+            Strategy::RmcpServiceStock => "rmcp-service-tokiochildprocess",
+            Strategy::RmcpServiceAdapter => "rmcp-service-childprocess",
         }
     }
 
@@ -127,6 +135,12 @@ impl Strategy {
         match self {
             Strategy::HostSession => runtime.block_on(readers::run_session(WRITER, writer, timeout)),
             Strategy::Rmcp => runtime.block_on(readers::run_rmcp(WRITER, writer, timeout)),
+            Strategy::RmcpServiceStock => {
+                runtime.block_on(readers::run_rmcp_service(WRITER, writer, timeout, readers::RmcpTransport::Stock))
+            }
+            Strategy::RmcpServiceAdapter => {
+                runtime.block_on(readers::run_rmcp_service(WRITER, writer, timeout, readers::RmcpTransport::Adapter))
+            }
             _ => pipe::run(WRITER, writer, timeout, |stdout| self.read(stdout, runtime)),
         }
     }
@@ -145,7 +159,9 @@ impl Strategy {
             Strategy::HandWritten => {
                 runtime.block_on(async { readers::hand_written(tokio::process::ChildStdout::from_std(stdout)?).await })
             }
-            Strategy::HostSession | Strategy::Rmcp => unreachable!("{} spawns the child itself", self.name()),
+            Strategy::HostSession | Strategy::Rmcp | Strategy::RmcpServiceStock | Strategy::RmcpServiceAdapter => {
+                unreachable!("{} spawns the child itself", self.name())
+            }
             Strategy::FramedLines => {
                 runtime.block_on(async { readers::framed_lines(tokio::process::ChildStdout::from_std(stdout)?).await })
             }
@@ -192,7 +208,7 @@ impl Strategy {
 }
 
 /// What a run covers: the strategies, and those also run with the big pipe.
-const STRATEGIES: [Strategy; 10] = [
+const STRATEGIES: [Strategy; 12] = [
     Strategy::RawDrain,
     Strategy::FramerBlocking,
     Strategy::EnvelopeBlocking,
@@ -200,6 +216,8 @@ const STRATEGIES: [Strategy; 10] = [
     Strategy::HostSession,
     Strategy::HandWritten,
     Strategy::Rmcp,
+    Strategy::RmcpServiceStock,
+    Strategy::RmcpServiceAdapter,
     Strategy::FramerTask,
     Strategy::FramedLines,
     Strategy::ReadUntil,

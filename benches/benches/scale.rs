@@ -22,7 +22,8 @@
 //! Clients: `host` is `mcp_framer_stdio::host::Session` with its defaults;
 //! `rmcp` is rmcp 3.11's `TokioChildProcess` driven through
 //! `Transport::send`/`receive` (the official Rust SDK's stdio client
-//! transport), shut down with `graceful_shutdown`. Each configuration runs
+//! transport), shut down with `graceful_shutdown` (`Transport::close`);
+//! `rmcp-adapter` is the same over `mcp_framer_rmcp::ChildProcess`. Each configuration runs
 //! `MCP_SCALE_RUNS` times (default 3) and the table shows medians.
 //!
 //! The host also prints (stderr) its framers' storage after the big
@@ -111,7 +112,7 @@ fn main() {
     );
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for &n in &ns {
-        for client in ["host", "rmcp"] {
+        for client in ["host", "rmcp", "rmcp-adapter"] {
             let rows: Vec<Row> = (0..runs).map(|_| run_child(client, n)).collect();
             let median =
                 Row::from_values(std::array::from_fn(|f| median(rows.iter().map(|r| r.values()[f]).collect())));
@@ -187,6 +188,7 @@ fn child(client: &str, n: usize) -> Row {
         match client {
             "host" => host(n, base).await,
             "rmcp" => rmcp(n, base).await,
+            "rmcp-adapter" => rmcp_adapter(n, base).await,
             other => panic!("unknown client {other}"),
         }
     })
@@ -232,10 +234,30 @@ async fn host(n: usize, base: f64) -> Row {
 }
 
 async fn rmcp(n: usize, base: f64) -> Row {
-    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, CustomRequest, JsonRpcMessage, NumberOrString};
-    use rmcp::transport::{TokioChildProcess, Transport};
+    use rmcp::transport::TokioChildProcess;
+    rmcp_over(n, base, |command| TokioChildProcess::new(command).expect("spawn"), TokioChildProcess::id).await
+}
 
-    async fn call(child: &mut TokioChildProcess, id: i64, method: &str) -> usize {
+/// rmcp over `mcp_framer_rmcp::ChildProcess`, driven as `rmcp` drives its own.
+async fn rmcp_adapter(n: usize, base: f64) -> Row {
+    use mcp_framer_rmcp::ChildProcess;
+    rmcp_over(n, base, |command| ChildProcess::new(command).expect("spawn"), ChildProcess::id).await
+}
+
+/// `n` sessions of an rmcp client transport, through `Transport::send` /
+/// `receive`, closed with `Transport::close` (each one's graceful shutdown).
+async fn rmcp_over<T>(
+    n: usize,
+    base: f64,
+    spawn: impl Fn(tokio::process::Command) -> T,
+    id: impl Fn(&T) -> Option<u32>,
+) -> Row
+where
+    T: rmcp::transport::Transport<rmcp::RoleClient, Error = std::io::Error>,
+{
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, CustomRequest, JsonRpcMessage, NumberOrString};
+
+    async fn call<T: rmcp::transport::Transport<rmcp::RoleClient>>(child: &mut T, id: i64, method: &str) -> usize {
         let request = ClientRequest::CustomRequest(CustomRequest::new(method, None));
         child.send(ClientJsonRpcMessage::request(request, NumberOrString::Number(id))).await.expect("send");
         match child.receive().await.expect("a response") {
@@ -250,7 +272,7 @@ async fn rmcp(n: usize, base: f64) -> Row {
     let start = Instant::now();
     let mut children = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut child = TokioChildProcess::new(server()).expect("spawn");
+        let mut child = spawn(server());
         call(&mut child, 1, "ping").await;
         children.push(child);
     }
@@ -262,10 +284,10 @@ async fn rmcp(n: usize, base: f64) -> Row {
         assert!(len > BIG - 100, "the big response arrived whole ({len} bytes of result)");
     }
     let retained = status("VmRSS:");
-    let pids: Vec<u32> = children.iter().filter_map(TokioChildProcess::id).collect();
+    let pids: Vec<u32> = children.iter().filter_map(&id).collect();
     let start = Instant::now();
     for mut child in children {
-        child.graceful_shutdown().await.expect("shutdown");
+        child.close().await.expect("shutdown");
     }
     let shutdown = start.elapsed();
     row(n, base, idle, retained, threads, fds, spawn_ping, shutdown, left(&pids))

@@ -341,6 +341,125 @@ pub async fn run_rmcp(exe: &str, writer: &Writer, timeout: Duration) -> Result<p
     Ok(pipe::Run { started: start, elapsed, cpu, count: frames, report })
 }
 
+/// Which stdio client transport [`run_rmcp_service`] puts under rmcp's
+/// service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmcpTransport {
+    /// rmcp's own `TokioChildProcess`.
+    Stock,
+    /// `mcp_framer_rmcp::ChildProcess`, this project's adapter.
+    Adapter,
+}
+
+/// Runs `writer` under a whole rmcp client service (`serve_directly`: the
+/// child is no MCP server, so no handshake) over `transport`; the service's
+/// `ClientHandler` counts the `notifications/message` it is handed, and the
+/// run ends when the service has seen the end of stdout and every
+/// notification was handled. The clock runs from the start notification to
+/// then.
+#[allow(deprecated, reason = "the child writes notifications/message, which rmcp 3.11 marks deprecated (SEP-2577)")]
+pub async fn run_rmcp_service(
+    exe: &str,
+    writer: &Writer,
+    timeout: Duration,
+    transport: RmcpTransport,
+) -> Result<pipe::Run, String> {
+    use rmcp::model::{ClientNotification, CustomNotification, LoggingMessageNotificationParam};
+    use rmcp::service::{NotificationContext, serve_directly};
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::{ClientHandler, RoleClient};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use tokio::io::AsyncBufReadExt;
+
+    #[derive(Clone)]
+    struct Count(Arc<AtomicU64>);
+    impl ClientHandler for Count {
+        async fn on_logging_message(&self, _: LoggingMessageNotificationParam, _: NotificationContext<RoleClient>) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    let command = tokio::process::Command::from(writer.command(exe));
+    let count = Count(Arc::new(AtomicU64::new(0)));
+    let start_note = || ClientNotification::CustomNotification(CustomNotification::new(START_METHOD, None));
+    type Finish = Box<dyn FnOnce() -> Result<String, String>>;
+    let (start, cpu, service, finish): (Instant, ProcessCpu, _, Finish) = match transport {
+        RmcpTransport::Stock => {
+            let (child, stderr) = TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("spawn {exe}: {e}"))?;
+            let watchdog = Watchdog::arm(child.id().ok_or("no pid")?, timeout);
+            let mut stderr = tokio::io::BufReader::new(stderr.ok_or("stderr not piped")?);
+            let mut ready = String::new();
+            stderr.read_line(&mut ready).await.map_err(|e| format!("child stderr: {e}"))?;
+            if ready.trim_end() != "pipe_writer: ready" {
+                return Err(format!("child not ready: {ready:?}"));
+            }
+            let (start, cpu) = (Instant::now(), ProcessCpu::start());
+            let service = serve_directly(count.clone(), child, None);
+            service.send_notification(start_note()).await.map_err(|e| format!("start: {e}"))?;
+            // stderr is read to its end once the child has exited.
+            let rest = tokio::spawn(async move {
+                let mut rest = String::new();
+                stderr.read_to_string(&mut rest).await.map(|_| rest)
+            });
+            let finish = Box::new(move || {
+                let fired = watchdog.fired();
+                drop(watchdog);
+                if fired {
+                    return Err(format!("the watchdog killed the child after {timeout:?}"));
+                }
+                let rest = futures::executor::block_on(rest).map_err(|e| e.to_string())?;
+                rest.map_err(|e| format!("child stderr: {e}"))
+            });
+            (start, cpu, service, finish as Finish)
+        }
+        RmcpTransport::Adapter => {
+            let config = SessionConfig::default().with_max_receive(MAX_FRAME);
+            let child =
+                mcp_framer_rmcp::ChildProcess::with_config(command, config).map_err(|e| format!("spawn {exe}: {e}"))?;
+            let handle = child.handle();
+            let watchdog = Watchdog::arm(handle.id().ok_or("no pid")?, timeout);
+            // Untimed set-up, bounded by the watchdog.
+            while !handle.stderr_tail().contains("pipe_writer: ready") {
+                if handle.closed().is_some() {
+                    return Err(format!("child not ready: {:?}", handle.stderr_tail()));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let (start, cpu) = (Instant::now(), ProcessCpu::start());
+            let service = serve_directly(count.clone(), child, None);
+            service.send_notification(start_note()).await.map_err(|e| format!("start: {e}"))?;
+            let finish = Box::new(move || {
+                let fired = watchdog.fired();
+                drop(watchdog);
+                if fired {
+                    return Err(format!("the watchdog killed the child after {timeout:?}"));
+                }
+                let metrics = handle.metrics();
+                if (metrics.overload_dropped, metrics.parse_errors, handle.counts().rejected) != (0, 0, 0) {
+                    return Err(format!("metrics {metrics:?}, adapter {:?}", handle.counts()));
+                }
+                Ok(handle.stderr_tail())
+            });
+            (start, cpu, service, finish as Finish)
+        }
+    };
+    let quit = service.waiting().await.map_err(|e| format!("service: {e}"))?;
+    // rmcp hands each notification to the handler in a task of its own.
+    while count.0.load(Relaxed) < writer.frames && start.elapsed() < timeout {
+        tokio::task::yield_now().await;
+    }
+    let elapsed = start.elapsed();
+    let cpu = cpu.elapsed();
+    let stderr = finish()?;
+    let frames = count.0.load(Relaxed);
+    let report = Report::parse(&stderr).map_err(|e| format!("{e} (service ended: {quit:?})"))?;
+    check_report(writer, &report)?;
+    Ok(pipe::Run { started: start, elapsed, cpu, count: frames, report })
+}
+
 /// Whether the child wrote what `writer` asked for.
 fn check_report(writer: &Writer, report: &Report) -> Result<(), String> {
     if (report.bytes, report.frames) != (writer.bytes(), writer.frames) {

@@ -25,6 +25,17 @@ pub const INTERNAL_ERROR: i64 = -32603;
 /// is full under the `Reject` policy). -32000 is the first of JSON-RPC's
 /// implementation-defined server errors (-32000 to -32099).
 pub const OVERLOADED: i64 = -32000;
+/// The code of the error response a host transport gives its SDK in place of
+/// a response that was over the transport limit: the host discarded the
+/// frame unparsed, recovered its `id`, and fails that request at once rather
+/// than let it wait out its timeout. Its message names the frame's length
+/// and the limit, and its `data` is `{"len": <bytes>, "max": <bytes>}`.
+/// Never sent on the wire: the peer did answer, too largely. One of
+/// JSON-RPC's implementation-defined server errors, clear of the ones SDKs
+/// and MCP already give a meaning (-32000 overloaded here and "connection
+/// closed" in the TypeScript SDK, -32001 its request timeout, -32002 MCP's
+/// resource not found).
+pub const RESPONSE_TOO_LARGE: i64 = -32010;
 
 /// Every code this crate defines, with its standard message (the JSON-RPC
 /// 2.0 specification's wording for the predefined ones).
@@ -36,13 +47,14 @@ pub const OVERLOADED: i64 = -32000;
 /// assert_eq!(standard_message(-32601), Some("Method not found"));
 /// assert_eq!(standard_message(-32099), None);
 /// ```
-pub const ERROR_CODES: [(i64, &str); 6] = [
+pub const ERROR_CODES: [(i64, &str); 7] = [
     (PARSE_ERROR, "Parse error"),
     (INVALID_REQUEST, "Invalid Request"),
     (METHOD_NOT_FOUND, "Method not found"),
     (INVALID_PARAMS, "Invalid params"),
     (INTERNAL_ERROR, "Internal error"),
     (OVERLOADED, "Overloaded"),
+    (RESPONSE_TOO_LARGE, "Response too large"),
 ];
 
 /// The standard message of `code`, if it is one of [`ERROR_CODES`].

@@ -125,6 +125,27 @@ impl Encoder {
         frame.member(b"error", error)?;
         frame.finish(self.max_frame)
     }
+
+    /// A frame of one whole message built elsewhere (another SDK's typed
+    /// message, which writes its own `jsonrpc` member): serialized once,
+    /// then the same newline rule and size limit as every other frame. The
+    /// message is not checked to be JSON-RPC; it must serialize to one
+    /// JSON value.
+    ///
+    /// ```
+    /// use mcp_framer_jsonrpc::{Encoder, EncodeError};
+    /// use serde_json::json;
+    ///
+    /// let message = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
+    /// assert_eq!(Encoder::new(64).message(&message)?, b"{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}\n");
+    /// assert!(matches!(Encoder::new(8).message(&message), Err(EncodeError::TooLarge { len: 36, max: 8 })));
+    /// # Ok::<(), EncodeError>(())
+    /// ```
+    pub fn message<M: Serialize + ?Sized>(&self, message: &M) -> Result<Vec<u8>, EncodeError> {
+        let mut bytes = Vec::with_capacity(128);
+        serde_json::to_writer(&mut bytes, message)?;
+        Frame { bytes }.finish_value(self.max_frame)
+    }
 }
 
 /// Why a message could not become a frame.
@@ -207,6 +228,12 @@ impl Frame {
     /// appends the one `\n`.
     fn finish(mut self, max_frame: usize) -> Result<Vec<u8>, EncodeError> {
         self.bytes.push(b'}');
+        self.finish_value(max_frame)
+    }
+
+    /// Checks the limit of a complete value, applies the newline rule and
+    /// appends the one `\n`.
+    fn finish_value(mut self, max_frame: usize) -> Result<Vec<u8>, EncodeError> {
         let len = self.bytes.len();
         if len > max_frame {
             return Err(EncodeError::TooLarge { len, max: max_frame });
@@ -359,6 +386,24 @@ mod tests {
         assert_eq!(err.to_string(), format!("message of {len} bytes exceeds the transport limit of {} bytes", len - 1));
         let err = Encoder::new(10).error_response(None, &ErrorObject::standard(-32700)).unwrap_err();
         assert!(matches!(err, EncodeError::TooLarge { max: 10, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_whole_message_gets_the_newline_rule_and_the_limit() {
+        let raw =
+            RawValue::from_string("{\"jsonrpc\":\"2.0\",\r\n\"id\":\"a\",\n\"result\":{\"t\":\"x\\ny\"}}".to_owned())
+                .unwrap();
+        let frame = ENCODER.message(&raw).unwrap();
+        let message = parse(line(&frame)).unwrap();
+        assert_eq!((message.kind(), message.id()), (Kind::Response, Some(&Id::from("a"))));
+        assert_eq!(message.payload().unwrap().deserialize::<serde_json::Value>().unwrap(), json!({"t": "x\ny"}));
+        let len = frame.len() - 1;
+        assert_eq!(Encoder::new(len).message(&raw).unwrap(), frame);
+        let err = Encoder::new(len - 1).message(&raw).unwrap_err();
+        assert!(matches!(err, EncodeError::TooLarge { len: l, max } if l == len && max == len - 1), "{err:?}");
+        use std::collections::BTreeMap;
+        let bad: BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into();
+        assert!(matches!(ENCODER.message(&bad), Err(EncodeError::Serialize(_))));
     }
 
     #[test]

@@ -107,7 +107,7 @@ mod scan;
 
 pub use codes::{
     ERROR_CODES, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, OVERLOADED,
-    PARSE_ERROR, standard_message,
+    PARSE_ERROR, RESPONSE_TOO_LARGE, standard_message,
 };
 pub use encode::{EncodeError, Encoder};
 pub use error::{ParseError, ParseErrorKind};

@@ -230,8 +230,10 @@ impl Connection {
     /// Ends the connection as the MCP spec says: close the server's stdin,
     /// wait, SIGTERM, wait, SIGKILL, wait (each wait per
     /// [`SessionConfig::shutdown`]). The final metrics are logged at `DEBUG`
-    /// and returned.
-    pub async fn shutdown(self) -> ShutdownReport {
+    /// and returned. Takes `&self` so that a transport shared with a
+    /// handle can be stopped from either; a second call finds the child
+    /// exited ([`ShutdownStage::AlreadyExited`](super::ShutdownStage::AlreadyExited)).
+    pub async fn shutdown(&self) -> ShutdownReport {
         self.reason.set(CloseReason::Shutdown);
         let stage = stop_child(&self.writer, &self.exit, &self.signals, self.config.shutdown).await;
         // Let the supervisor publish the end with the final status.
@@ -252,8 +254,8 @@ impl Connection {
     }
 }
 
-impl Drop for Connection {
-    /// Kills what is left of the server at once: its whole group (what its
+impl Connection {
+    /// Kills what is left of the server at once (what `Drop` does): its whole group (what its
     /// children left behind too, after a shutdown whose server exited), or
     /// the server alone unless it was reaped. A plain signal, so it works
     /// with no runtime running (the supervisor, which also kills the server
@@ -263,7 +265,7 @@ impl Drop for Connection {
     /// process yet; a group id is not given to a new process while any
     /// member of the group lives, and signalling an empty group fails
     /// harmlessly.
-    fn drop(&mut self) {
+    pub fn kill(&self) {
         let Some(pid) = self.pid.and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw) else { return };
         if pid == Pid::INIT {
             return;
@@ -276,5 +278,13 @@ impl Drop for Connection {
         if let Err(e) = sent {
             tracing::trace!("killing the server (pid {pid:?}) on drop: {e}");
         }
+    }
+}
+
+impl Drop for Connection {
+    /// [`kill`](Connection::kill): no process of the server outlives its
+    /// connection.
+    fn drop(&mut self) {
+        self.kill();
     }
 }

@@ -84,9 +84,11 @@ mod cancel;
 mod capture;
 mod dispatch;
 mod report;
+mod screen;
 mod serve;
 mod table;
 mod tool;
+mod transport;
 mod writer;
 
 pub use budget::{Budget, BudgetError, CursorError, Page, Resume, Skipped};
@@ -95,6 +97,7 @@ pub use capture::{Capture, CaptureOptions, Ending, KILL_DRAIN_GRACE, capture};
 pub use report::{CancelCounts, ServeReport};
 pub use table::{CancelOutcome, State};
 pub use tool::{Call, RpcError, Tool, ToolResult};
+pub use transport::{Incoming, IncomingFrame, Outgoing, stdio_transport, transport};
 
 use tool::Handler;
 
@@ -410,18 +413,10 @@ impl Server {
     /// a cgroup or PID namespace (systemd's `KillMode=control-group`, a
     /// container) to take the tool processes down with it.
     pub async fn serve_stdio(self) -> io::Result<ServeReport> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (term, int) = (SignalKind::terminate(), SignalKind::interrupt());
-        let (mut on_term, mut on_int) = (signal(term)?, signal(int)?);
+        let shutdown = transport::shutdown_signals()?;
         let (input, output) = serve::take_stdio()?;
         let input = tokio::fs::File::from_std(input);
         let output = tokio::fs::File::from_std(output);
-        let shutdown = async move {
-            tokio::select! {
-                _ = on_term.recv() => term.as_raw_value(),
-                _ = on_int.recv() => int.as_raw_value(),
-            }
-        };
         Ok(serve::serve(&self, input, output, shutdown).await)
     }
 

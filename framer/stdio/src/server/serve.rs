@@ -19,6 +19,7 @@ use tokio::task::{JoinError, JoinHandle};
 
 use super::dispatch::{Dispatcher, Job};
 use super::report::{Counters, ServeReport};
+use super::screen::{Screened, screen};
 use super::table::{CancelOutcome, Table};
 use super::tool::RpcError;
 use super::writer::{Outbox, encode_error, run_writer};
@@ -319,60 +320,25 @@ impl Session<'_> {
 
     /// The reply to `event`, if it needs one.
     fn on_event(&mut self, event: Event<&[u8]>) -> Option<Vec<u8>> {
-        let max_frame = self.server.config.framer.max_frame;
-        match event {
-            Event::Frame(frame) => self.on_frame(frame),
-            Event::OversizeStarted { seen } => {
-                tracing::warn!(seen, "incoming message over the transport limit; discarding it");
-                None
-            }
-            Event::OversizeSkipped { len } => {
-                bump(&self.counters.oversize);
-                tracing::warn!(len, max = max_frame, "oversize message discarded");
-                let message = format!("message of {len} bytes exceeds the transport limit of {max_frame} bytes");
-                Some(encode_error(None, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message), self.max()))
-            }
-            Event::Truncated { len, oversize: true } => {
-                bump(&self.counters.oversize);
-                tracing::warn!(len, max = max_frame, "stdin ended inside an oversize message; discarded");
-                let message = format!(
-                    "message of at least {len} bytes (cut off by the end of stdin) exceeds the transport limit \
-                     of {max_frame} bytes"
-                );
-                Some(encode_error(None, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message), self.max()))
-            }
-            Event::Truncated { len, oversize: false } => {
-                tracing::warn!(len, "stdin ended inside a message; its bytes were dropped");
-                None
-            }
+        match screen(event, self.server.config.framer.max_frame, self.max(), &self.counters) {
+            Screened::Message(_, message) => self.on_message(message),
+            Screened::Reply(reply) => Some(reply),
+            Screened::Skip => None,
         }
     }
 
-    fn on_frame(&mut self, frame: &[u8]) -> Option<Vec<u8>> {
-        if frame.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
-            // One rule for blank lines: whitespace only (or nothing) is not a
-            // message, and gets no reply.
-            bump(&self.counters.blank_lines);
-            tracing::debug!(len = frame.len(), "blank line skipped");
-            return None;
-        }
-        match mcp_framer_jsonrpc::parse(frame) {
-            Err(err) => {
-                bump(&self.counters.malformed);
-                tracing::warn!(code = err.code(), id = ?err.id(), %err, "malformed message");
-                let error = RpcError::new(err.code(), clip(&err.to_string(), MESSAGE_BYTES));
-                Some(encode_error(err.id(), &error, self.max()))
-            }
-            Ok(Message::Request { id, method, params }) => {
+    fn on_message(&mut self, message: Message<'_>) -> Option<Vec<u8>> {
+        match message {
+            Message::Request { id, method, params } => {
                 bump(&self.counters.requests);
                 self.on_request(id.into_owned(), &method, params)
             }
-            Ok(Message::Notification { method, params }) => {
+            Message::Notification { method, params } => {
                 bump(&self.counters.notifications);
                 self.on_notification(&method, params);
                 None
             }
-            Ok(other) => {
+            other => {
                 bump(&self.counters.unexpected_responses);
                 tracing::debug!(kind = ?other.kind(), id = ?other.id(), "ignoring a response: this server sends no requests");
                 None

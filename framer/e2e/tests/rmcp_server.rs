@@ -1,0 +1,189 @@
+//! The example rmcp server (`rmcp_server`, `#[tool]` on
+//! `mcp_framer_rmcp::stdio()`), real processes: `mcp-probe` passes every
+//! check on it with `--large` and `--slow`; the same server on rmcp's own
+//! `stdio()` (`--stock`) fails four, asserted so the README's list of
+//! differences stays true; and a cancelled `run` call kills its process
+//! group, driven by an rmcp client over `mcp_framer_rmcp::ChildProcess`.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use mcp_framer_e2e::support::{self, ChildWatchdog};
+use mcp_framer_rmcp::ChildProcess;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+
+/// A probe run is well under this; the watchdog kills it past it.
+const WATCHDOG: Duration = Duration::from_secs(120);
+
+/// Short limits, with `--max-request` above the 16 MiB limit so the
+/// request-size check finds it.
+const FAST: &[&str] = &[
+    "--large",
+    r#"large {"bytes":1048576}"#,
+    "--slow",
+    r#"slow {"seconds":4}"#,
+    "--max-request",
+    "32MiB",
+    "--step-timeout",
+    "2s",
+    "--ping-timeout",
+    "2s",
+    "--pause",
+    "1s",
+    "--cancel-grace",
+    "500ms",
+    "--cancel-watch",
+    "700ms",
+    "--exit-timeout",
+    "1s",
+    "--term-timeout",
+    "1s",
+    "--bisect-steps",
+    "2",
+    "--check-timeout",
+    "40s",
+];
+
+/// Runs the probe on the example server with `server_args`; the verdict of
+/// every check, by name, and the exit status.
+fn probe(server_args: &[&str]) -> (Vec<(String, String)>, Option<i32>, String) {
+    let json = std::env::temp_dir().join(format!("mcp-probe-rmcp-{}-{}.json", std::process::id(), server_args.len()));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
+    command.args(FAST).arg("--json").arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_rmcp_server")).args(server_args);
+    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let pid = child.id();
+    let watchdog = ChildWatchdog::arm(WATCHDOG, "mcp-probe on rmcp_server", move || {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    });
+    let output = child.wait_with_output().expect("wait for the probe");
+    assert!(!watchdog.disarm(), "the probe hung");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("a JSON report")).expect("JSON");
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(report["leftover_processes"], json!([]), "{text}");
+    let verdicts = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_owned(), c["verdict"].as_str().unwrap().to_owned()))
+        .collect();
+    (verdicts, output.status.code(), text)
+}
+
+#[test]
+fn mcp_probe_passes_every_check_on_the_adapter() {
+    let (verdicts, exit, text) = probe(&[]);
+    assert_eq!(verdicts.len(), 9, "{text}");
+    for (name, verdict) in &verdicts {
+        assert_eq!(verdict, "PASS", "{name}:\n{text}");
+    }
+    assert_eq!(exit, Some(0), "{text}");
+}
+
+#[test]
+fn the_same_server_on_stock_stdio_fails_four_checks() {
+    let (verdicts, exit, text) = probe(&["--stock"]);
+    let failed: Vec<&str> = verdicts.iter().filter(|(_, v)| v == "FAIL").map(|(n, _)| n.as_str()).collect();
+    // stdout-hygiene: its error replies carry no `id` (JSON-RPC needs
+    // `id: null`); bad-input: no reply to a line that is not JSON, to
+    // invalid UTF-8, to a batch, to a wrong `jsonrpc`; request-size: an
+    // oversize request gets silence, its caller waits out its timeout;
+    // shutdown: with a call running, rmcp waits 5 s for it after the end of
+    // stdin, whatever signal comes.
+    assert_eq!(failed, ["stdout-hygiene", "bad-input", "request-size", "shutdown"], "{text}");
+    assert!(verdicts.iter().all(|(_, v)| v == "PASS" || v == "FAIL"), "{text}");
+    assert_eq!(exit, Some(1), "{text}");
+}
+
+/// Whether `pid` is a live process (a zombie is dead).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rfind(')').map(|at| stat[at + 1..].trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_kills_its_process_group() {
+    support::watchdog(Duration::from_secs(60), "cancelled run", async {
+        let transport =
+            ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
+        let handle = transport.handle();
+        let service = ().serve(transport).await.expect("initialize");
+        for round in 0..3 {
+            let pidfile = std::env::temp_dir().join(format!("rmcp-run-{}-{round}", std::process::id()));
+            let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+            let params = CallToolRequestParams::new("run")
+                .with_arguments(json!({"script": script}).as_object().cloned().unwrap_or_default());
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let call = service.send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+            let written = support::eventually_async(Duration::from_secs(5), || {
+                std::fs::read_to_string(&pidfile).is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+            })
+            .await;
+            assert!(written, "the tool's child started");
+            let grandchild: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+            let _ = std::fs::remove_file(&pidfile);
+            assert!(alive(grandchild));
+            call.cancel(Some("stop".into())).await.unwrap();
+            let gone = support::eventually_async(Duration::from_secs(5), || !alive(grandchild)).await;
+            assert!(gone, "the cancellation reached the tool's process group (pid {grandchild})");
+            // The server goes on.
+            let tools = service.list_all_tools().await.expect("tools/list after the cancel");
+            assert_eq!(tools.len(), 3);
+        }
+        service.cancel().await.unwrap();
+        assert_eq!(handle.counts().rejected, 0);
+        assert!(handle.closed().is_some());
+    })
+    .await;
+}
+
+/// SIGTERM is the end of stdin for `mcp_framer_rmcp::stdio()`: rmcp's
+/// service sees its input end, finishes, and the server exits 0 while its
+/// stdin is still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_server_as_stdin_eof_does() {
+    support::watchdog(Duration::from_secs(60), "SIGTERM", async {
+        for _ in 0..3 {
+            let transport =
+                ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
+            let handle = transport.handle();
+            let service = ().serve(transport).await.expect("initialize");
+            assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
+            let pid = handle.id().expect("a pid");
+            let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            let exited = support::eventually_async(Duration::from_secs(10), || handle.exit_status().is_some()).await;
+            assert!(exited, "the server exited after SIGTERM; stderr: {}", handle.stderr_tail());
+            assert_eq!(handle.exit_status().and_then(|s| s.code()), Some(0), "{}", handle.stderr_tail());
+            let _ = service.cancel().await;
+        }
+    })
+    .await;
+}
+
+/// A result over the server's send limit (16 MiB) is not written: its
+/// request gets a -32603 error for its id, at once, and the server goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_over_the_send_limit_becomes_an_error_for_its_id() {
+    support::watchdog(Duration::from_secs(60), "oversize result", async {
+        let transport =
+            ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
+        let handle = transport.handle();
+        let service = ().serve(transport).await.expect("initialize");
+        let params = CallToolRequestParams::new("large")
+            .with_arguments(json!({"bytes": 17 << 20}).as_object().cloned().unwrap_or_default());
+        let answer = tokio::time::timeout(Duration::from_secs(20), service.call_tool(params)).await.expect("answered");
+        let Err(rmcp::ServiceError::McpError(error)) = answer else { panic!("{answer:?}") };
+        assert_eq!(error.code.0, -32603, "{error:?}");
+        assert!(error.message.contains("exceeds the transport limit of 16777216 bytes"), "{error:?}");
+        // Nothing over the limit reached the host.
+        assert_eq!(handle.metrics().oversize_frames, 0);
+        assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
+        service.cancel().await.unwrap();
+    })
+    .await;
+}

@@ -1,0 +1,67 @@
+//! [mcp-framer](mcp_framer_stdio)'s stdio transport for
+//! [rmcp](https://docs.rs/rmcp), the official Rust MCP SDK: a one-line swap
+//! that keeps rmcp's typed models, its `#[tool]` macros and its service.
+//!
+//! Client side (feature `client`), spawning a server:
+//!
+//! ```no_run
+//! # use rmcp::ServiceExt;
+//! # #[cfg(feature = "client")]
+//! # async fn run(cmd: tokio::process::Command, cmd2: tokio::process::Command) -> Result<(), Box<dyn std::error::Error>> {
+//! # let cmd0 = cmd2;
+//! # { let cmd = cmd0;
+//! // before
+//! let service = ().serve(rmcp::transport::TokioChildProcess::new(cmd)?).await?;
+//! # }
+//! // after
+//! let service = ().serve(mcp_framer_rmcp::ChildProcess::new(cmd)?).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Server side (feature `server`), serving on this process's stdio:
+//!
+//! ```no_run
+//! # use rmcp::{ServerHandler, ServiceExt};
+//! # #[derive(Clone)] struct MyServer;
+//! # impl ServerHandler for MyServer {}
+//! # #[cfg(feature = "server")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! # { let _ = rmcp::transport::stdio;
+//! // before
+//! let service = MyServer.serve(rmcp::transport::stdio()).await?;
+//! # }
+//! // after
+//! let service = MyServer.serve(mcp_framer_rmcp::stdio()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! This crate is a thin translation layer: framing, queueing, the process
+//! and every budget live in [`mcp_framer_stdio`]; here a classified frame
+//! becomes rmcp's message type (in one pass, straight into the variant its
+//! kind names), an oversize response becomes an error response for its
+//! request ([`RESPONSE_TOO_LARGE`](mcp_framer_jsonrpc::RESPONSE_TOO_LARGE)),
+//! and what rmcp cannot take is counted and logged.
+//!
+//! **Versions.** rmcp's traits must be the same crate on both sides: this
+//! crate depends on rmcp `3.11` (any 3.x from 3.11), so a user's
+//! `rmcp = "3.11"` resolves to the same one. [`rmcp`] is re-exported for
+//! those who would rather name it through this crate.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub use rmcp;
+
+#[cfg(feature = "client")]
+mod client;
+#[cfg(any(feature = "client", feature = "server"))]
+mod decode;
+#[cfg(feature = "server")]
+mod server;
+
+#[cfg(feature = "client")]
+pub use client::{ChildProcess, ChildProcessBuilder, ChildProcessHandle};
+#[cfg(any(feature = "client", feature = "server"))]
+pub use decode::AdapterCounts;
+#[cfg(feature = "server")]
+pub use server::{Stdio, StdioHandle, capture, stdio, stdio_with_config};

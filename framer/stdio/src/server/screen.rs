@@ -1,0 +1,79 @@
+//! What a stdin loop does with a framer event before any method is looked
+//! at: a blank line is skipped, a frame that is not a JSON-RPC message and a
+//! frame over the transport limit are answered by the transport itself (with
+//! the error the JSON-RPC spec calls for, and the request's id when it can
+//! be recovered, `null` otherwise), and everything else is a message. One
+//! place for these rules, for the serve loop and for the raw
+//! [`transport`](super::transport).
+
+use super::report::Counters;
+use super::tool::RpcError;
+use super::writer::encode_error;
+use crate::counter::bump;
+use crate::preview::{MESSAGE_BYTES, clip};
+use mcp_framer::Event;
+use mcp_framer_jsonrpc::{INVALID_REQUEST, Message};
+
+/// What became of one framer event.
+pub(crate) enum Screened<'a> {
+    /// A JSON-RPC message, parsed, with its frame.
+    Message(&'a [u8], Message<'a>),
+    /// The transport's own answer (an error response), to be written.
+    Reply(Vec<u8>),
+    /// Nothing to do (a blank line, the start of an oversize frame, a frame
+    /// cut off by EOF); counted and logged.
+    Skip,
+}
+
+/// Screens `event` under the receive limit `max_frame`, answering within the
+/// send limit `max_send`; counts and logs what is not a message.
+pub(crate) fn screen<'a>(
+    event: Event<&'a [u8]>,
+    max_frame: usize,
+    max_send: usize,
+    counters: &Counters,
+) -> Screened<'a> {
+    match event {
+        Event::Frame(frame) => {
+            if frame.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                // One rule for blank lines: whitespace only (or nothing) is not a
+                // message, and gets no reply.
+                bump(&counters.blank_lines);
+                tracing::debug!(len = frame.len(), "blank line skipped");
+                return Screened::Skip;
+            }
+            match mcp_framer_jsonrpc::parse(frame) {
+                Ok(message) => Screened::Message(frame, message),
+                Err(err) => {
+                    bump(&counters.malformed);
+                    tracing::warn!(code = err.code(), id = ?err.id(), %err, "malformed message");
+                    let error = RpcError::new(err.code(), clip(&err.to_string(), MESSAGE_BYTES));
+                    Screened::Reply(encode_error(err.id(), &error, max_send))
+                }
+            }
+        }
+        Event::OversizeStarted { seen } => {
+            tracing::warn!(seen, "incoming message over the transport limit; discarding it");
+            Screened::Skip
+        }
+        Event::OversizeSkipped { len } => {
+            bump(&counters.oversize);
+            tracing::warn!(len, max = max_frame, "oversize message discarded");
+            let message = format!("message of {len} bytes exceeds the transport limit of {max_frame} bytes");
+            Screened::Reply(encode_error(None, &RpcError::new(INVALID_REQUEST, message), max_send))
+        }
+        Event::Truncated { len, oversize: true } => {
+            bump(&counters.oversize);
+            tracing::warn!(len, max = max_frame, "stdin ended inside an oversize message; discarded");
+            let message = format!(
+                "message of at least {len} bytes (cut off by the end of stdin) exceeds the transport limit \
+                 of {max_frame} bytes"
+            );
+            Screened::Reply(encode_error(None, &RpcError::new(INVALID_REQUEST, message), max_send))
+        }
+        Event::Truncated { len, oversize: false } => {
+            tracing::warn!(len, "stdin ended inside a message; its bytes were dropped");
+            Screened::Skip
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The raw server transport: the serve loop's stdin and stdout without its
+//! dispatcher, for another SDK's server (an rmcp adapter brings its own
+//! request handling).
+
+use std::fmt;
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileTypeExt;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{AbortHandle, JoinHandle};
+
+use super::ServerConfig;
+use super::report::{Counters, ServeReport};
+use super::screen::{Screened, screen};
+use super::writer::{Outbox, run_writer};
+use crate::bound::{ByteBound, Held};
+use crate::counter::bump;
+use mcp_framer::{Framer, Stats};
+use mcp_framer_jsonrpc::{Encoder, Kind};
+
+/// Starts a raw server transport on `input` and `output`: the stdin loop
+/// and the stdout writer of [`Server::serve`](super::Server::serve), without
+/// its dispatcher. Returns the sending half ([`Outgoing`]) and the messages
+/// read ([`Incoming`]).
+///
+/// What it does, as the serve loop does:
+///
+/// * stdin is read straight into the [`Framer`] under
+///   [`ServerConfig::framer`] (the byte limit on requests);
+/// * a frame that is not a JSON-RPC message (malformed JSON, not UTF-8, a
+///   batch...) is answered by the transport with -32700 or -32600 and the
+///   request's id when one can be recovered, `null` otherwise; a frame over
+///   the limit is discarded unparsed and answered -32600 with a `null` id;
+///   blank lines are skipped. Each is counted and logged;
+/// * every other message is handed on, classified ([`IncomingFrame::kind`]);
+///   the frames waiting for the SDK are bounded by bytes (one transport
+///   limit, [`ServerConfig::framer`]`.max_frame`; a larger frame waits alone);
+/// * one task owns `output` and writes whole frames only, in order; the
+///   SDK's frames wait for room in
+///   [`ServerConfig::writer_queue_bytes`], the transport's own replies use
+///   the reserved [`ServerConfig::control_queue_bytes`], so stdin is read on
+///   while stdout is blocked until that reserve is full (a cancellation
+///   still lands);
+/// * when `shutdown` resolves (the number of a signal), reading stops as at
+///   the end of stdin: the SDK sees the end of its input.
+///
+/// Needs a tokio runtime.
+///
+/// ```
+/// use mcp_framer_jsonrpc::{Id, Kind};
+/// use mcp_framer_stdio::server::{ServerConfig, transport};
+/// use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let (mut host_in, server_out) = tokio::io::duplex(1 << 16);
+/// let (server_in, mut host_out) = tokio::io::duplex(1 << 16);
+/// let (outgoing, mut incoming) = transport(server_in, server_out, ServerConfig::default(), std::future::pending());
+/// host_out.write_all(b"{\"jsonrpc\":\"1.0\",\"id\":7,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").await?;
+///
+/// // The invalid request is answered by the transport, with its id.
+/// let mut lines = BufReader::new(&mut host_in).lines();
+/// let reply = lines.next_line().await?.unwrap();
+/// assert!(reply.starts_with(r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600"#), "{reply}");
+/// // The ping is the SDK's to answer.
+/// let ping = incoming.recv().await.unwrap();
+/// assert_eq!(ping.kind(), Kind::Request);
+/// outgoing.send(outgoing.encoder().response(&Id::Number(1), &serde_json::json!({}))?).await?;
+/// assert_eq!(lines.next_line().await?.unwrap(), r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+///
+/// drop(host_out); // EOF
+/// assert!(incoming.recv().await.is_none());
+/// outgoing.close().await?;
+/// assert_eq!(outgoing.report().malformed, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub fn transport<R, W, S>(input: R, output: W, config: ServerConfig, shutdown: S) -> (Outgoing, Incoming)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+    S: Future<Output = i32> + Send + 'static,
+{
+    let counters = Arc::new(Counters::default());
+    let (outbox, inbox) =
+        Outbox::new(config.writer_queue_bytes, config.control_queue_bytes, config.max_send, Arc::clone(&counters));
+    let writer = tokio::spawn(run_writer(inbox, output, Arc::clone(&counters)));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (signal_tx, signal) = watch::channel(None);
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let stdin = StdinLoop {
+        config,
+        outbox: outbox.clone(),
+        counters: Arc::clone(&counters),
+        tx,
+        waiting: ByteBound::new(config.framer.max_frame),
+        stats: Arc::clone(&stats),
+        signal: signal_tx,
+    };
+    let reader = tokio::spawn(stdin.run(input, shutdown)).abort_handle();
+    let outgoing = Outgoing {
+        outbox,
+        writer: Arc::new(Mutex::new(Some(writer))),
+        reader,
+        counters,
+        stats,
+        grace: config.shutdown_grace,
+    };
+    (outgoing, Incoming { rx, signal })
+}
+
+/// [`transport`] on the process's stdin and stdout, taken for the protocol
+/// as [`Server::serve_stdio`](super::Server::serve_stdio) takes them (fd 0
+/// then reads `/dev/null`, fd 1 goes to stderr), with `SIGTERM` and
+/// `SIGINT` treated as the end of stdin.
+///
+/// When stdin and stdout are pipes (as a host spawns a server), they are
+/// read and written without blocking, so neither a pending read nor a
+/// stalled write holds a thread: shutting the runtime down never waits on
+/// them. Otherwise (a file, a terminal) they go through tokio's blocking
+/// pool, and a pending read holds a thread until it returns.
+pub fn stdio_transport(config: ServerConfig) -> io::Result<(Outgoing, Incoming)> {
+    let shutdown = shutdown_signals()?;
+    let (input, output) = super::serve::take_stdio()?;
+    Ok(transport(reader(input)?, writer(output)?, config, shutdown))
+}
+
+/// Resolves to the number of the first `SIGTERM` or `SIGINT` received.
+pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (term, int) = (SignalKind::terminate(), SignalKind::interrupt());
+    let (mut on_term, mut on_int) = (signal(term)?, signal(int)?);
+    Ok(async move {
+        tokio::select! {
+            _ = on_term.recv() => term.as_raw_value(),
+            _ = on_int.recv() => int.as_raw_value(),
+        }
+    })
+}
+
+fn is_fifo(file: &File) -> bool {
+    file.metadata().is_ok_and(|meta| meta.file_type().is_fifo())
+}
+
+fn reader(file: File) -> io::Result<Box<dyn AsyncRead + Unpin + Send>> {
+    if is_fifo(&file) {
+        Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(file))?))
+    } else {
+        Ok(Box::new(tokio::fs::File::from_std(file)))
+    }
+}
+
+fn writer(file: File) -> io::Result<Box<dyn AsyncWrite + Unpin + Send>> {
+    if is_fifo(&file) {
+        Ok(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(file))?))
+    } else {
+        Ok(Box::new(tokio::fs::File::from_std(file)))
+    }
+}
+
+/// A message the transport read, classified, owning its frame (without its
+/// `\n`). Its bytes count against the bound of frames waiting for the SDK
+/// until it is dropped.
+pub struct IncomingFrame {
+    kind: Kind,
+    frame: Vec<u8>,
+    _waiting: Option<Held>,
+}
+
+impl IncomingFrame {
+    /// Request, notification, response or error response, as the parser
+    /// found it.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The frame, a valid JSON-RPC message.
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+impl fmt::Debug for IncomingFrame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IncomingFrame").field("kind", &self.kind).field("len", &self.frame.len()).finish()
+    }
+}
+
+/// The messages a [`transport`] reads, in order; ends at the end of stdin
+/// (or a shutdown signal, or a read error).
+#[derive(Debug)]
+pub struct Incoming {
+    rx: mpsc::UnboundedReceiver<IncomingFrame>,
+    signal: watch::Receiver<Option<i32>>,
+}
+
+impl Incoming {
+    /// The next message; `None` once stdin has ended and every message was
+    /// taken. Cancel-safe: a message is never lost when the future is
+    /// dropped.
+    pub async fn recv(&mut self) -> Option<IncomingFrame> {
+        self.rx.recv().await
+    }
+
+    /// Resolves to the shutdown signal's number once one has arrived,
+    /// before or after the end of stdin (a signal also ends the messages);
+    /// never if none does. What an SDK that lets in-flight requests finish
+    /// after the end of stdin waits on to cancel them at once instead, as
+    /// the serve loop does. Cancel-safe.
+    pub async fn signalled(&mut self) -> i32 {
+        let number = self.signal.wait_for(Option::is_some).await.map(|number| number.unwrap_or_default());
+        match number {
+            Ok(number) => number,
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// The sending half of a [`transport`]: queues whole frames for the one
+/// task that writes stdout. Cheap to clone.
+#[derive(Clone)]
+pub struct Outgoing {
+    outbox: Outbox,
+    writer: Arc<Mutex<Option<JoinHandle<io::Result<()>>>>>,
+    reader: AbortHandle,
+    counters: Arc<Counters>,
+    stats: Arc<Mutex<Stats>>,
+    grace: Duration,
+}
+
+impl Outgoing {
+    /// The encoder of what this transport sends, with
+    /// [`ServerConfig::max_send`] as its limit.
+    pub fn encoder(&self) -> Encoder {
+        Encoder::new(self.outbox.max_send())
+    }
+
+    /// Queues `frame` (one message and its `\n`, as the
+    /// [`encoder`](Outgoing::encoder) makes them), waiting for room in
+    /// [`ServerConfig::writer_queue_bytes`] (a frame larger than that waits
+    /// alone). `BrokenPipe` once stdout has failed or the transport was
+    /// closed.
+    pub async fn send(&self, frame: Vec<u8>) -> io::Result<()> {
+        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed or failed");
+        let room = self.outbox.reserve(frame.len()).await.ok_or_else(gone)?;
+        self.outbox.push(frame, Some(room), None);
+        Ok(())
+    }
+
+    /// Stops reading stdin, writes what is queued (for at most
+    /// [`ServerConfig::shutdown_grace`]) and stops the writer. The error of
+    /// a failed stdout, if it failed; `TimedOut` if the host did not drain
+    /// stdout in time (the frames left are counted in
+    /// [`ServeReport::unflushed_frames`] of the [`report`](Outgoing::report)).
+    /// Later calls return `Ok(())` at once.
+    pub async fn close(&self) -> io::Result<()> {
+        self.reader.abort();
+        self.outbox.close();
+        let Some(mut writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
+        match tokio::time::timeout(self.grace, &mut writer).await {
+            Ok(Ok(written)) => written,
+            Ok(Err(join)) => Err(io::Error::other(join)),
+            Err(_) => {
+                let unflushed = self.outbox.pending();
+                tracing::warn!(unflushed, "stdout not drained within the shutdown grace; giving up");
+                writer.abort();
+                Err(io::Error::new(io::ErrorKind::TimedOut, format!("{unflushed} frames not written to stdout")))
+            }
+        }
+    }
+
+    /// The transport's counters so far (the framer's byte accounting once
+    /// stdin has ended).
+    pub fn report(&self) -> ServeReport {
+        let mut report = self.counters.report(*self.stats.lock().unwrap_or_else(|e| e.into_inner()));
+        report.unflushed_frames = self.outbox.pending();
+        report
+    }
+}
+
+impl fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("max_send", &self.outbox.max_send())
+            .field("pending", &self.outbox.pending())
+            .finish()
+    }
+}
+
+/// The stdin task's state.
+struct StdinLoop {
+    config: ServerConfig,
+    outbox: Outbox,
+    counters: Arc<Counters>,
+    tx: mpsc::UnboundedSender<IncomingFrame>,
+    /// The bytes of the frames waiting for the SDK.
+    waiting: ByteBound,
+    stats: Arc<Mutex<Stats>>,
+    /// The shutdown signal, once one arrived (also after the end of stdin).
+    signal: watch::Sender<Option<i32>>,
+}
+
+/// What the stdin task does with one screened event.
+enum Step {
+    Deliver(IncomingFrame),
+    Reply(Vec<u8>),
+}
+
+impl StdinLoop {
+    async fn run<R: AsyncRead + Unpin, S: Future<Output = i32>>(self, mut input: R, shutdown: S) {
+        let mut framer = Framer::new(self.config.framer);
+        let mut shutdown = pin!(shutdown);
+        let (max_frame, max_send) = (self.config.framer.max_frame, self.config.max_send);
+        'read: loop {
+            let read = tokio::select! {
+                biased;
+                number = &mut shutdown => {
+                    tracing::warn!(signal = number, "signal received: treated as the end of stdin");
+                    self.signal.send_replace(Some(number));
+                    break 'read;
+                }
+                read = input.read(framer.spare()) => read,
+            };
+            match read {
+                Ok(0) => framer.finish(),
+                Ok(n) => framer.commit(n),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    tracing::error!(%err, "stdin read failed; treated as the end of stdin");
+                    break;
+                }
+            }
+            loop {
+                let step = match framer.next_event() {
+                    Ok(Some(event)) => match screen(event, max_frame, max_send, &self.counters) {
+                        Screened::Message(frame, message) => {
+                            let kind = message.kind();
+                            bump(match kind {
+                                Kind::Notification => &self.counters.notifications,
+                                Kind::Request => &self.counters.requests,
+                                _ => &self.counters.unexpected_responses,
+                            });
+                            Step::Deliver(IncomingFrame { kind, frame: frame.to_vec(), _waiting: None })
+                        }
+                        Screened::Reply(reply) => Step::Reply(reply),
+                        Screened::Skip => continue,
+                    },
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::error!(%err, "transport limit exceeded under OversizePolicy::Fail; end of stdin");
+                        break 'read;
+                    }
+                };
+                match step {
+                    Step::Deliver(mut message) => {
+                        let len = message.frame.len();
+                        let held = tokio::select! {
+                            biased;
+                            number = &mut shutdown => {
+                                tracing::warn!(signal = number, "signal received: treated as the end of stdin");
+                                self.signal.send_replace(Some(number));
+                                break 'read;
+                            }
+                            held = self.waiting.acquire(len) => held,
+                        };
+                        message._waiting = held;
+                        if self.tx.send(message).is_err() {
+                            tracing::debug!("the SDK stopped taking messages; stdin is no longer read");
+                            break 'read;
+                        }
+                    }
+                    Step::Reply(reply) => {
+                        let len = reply.len();
+                        let room = match self.outbox.try_reserve_control(len) {
+                            Some(room) => Some(room),
+                            None => {
+                                bump(&self.counters.stdin_pauses);
+                                tracing::debug!(
+                                    bytes = len,
+                                    "reply backlog full (host not draining stdout); pausing stdin"
+                                );
+                                tokio::select! {
+                                    biased;
+                                    number = &mut shutdown => {
+                                        tracing::warn!(signal = number, "signal received: treated as the end of stdin");
+                                        self.signal.send_replace(Some(number));
+                                        // The reply still goes out if stdout allows (one frame over the budget).
+                                        self.outbox.push(reply, None, None);
+                                        break 'read;
+                                    }
+                                    room = self.outbox.reserve_control(len) => room,
+                                }
+                            }
+                        };
+                        match room {
+                            Some(room) => self.outbox.push(reply, Some(room), None),
+                            None => self.outbox.dropped(len),
+                        }
+                    }
+                }
+            }
+            if framer.is_finished() {
+                tracing::info!("stdin closed");
+                break;
+            }
+        }
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = *framer.stats();
+        let report = self.counters.report(*framer.stats());
+        tracing::debug!(?report, "stdin loop done");
+        let StdinLoop { tx, signal, .. } = self;
+        // The SDK sees the end of its messages now; a signal may still come.
+        drop(tx);
+        if signal.borrow().is_none() {
+            let number = shutdown.await;
+            tracing::warn!(signal = number, "signal received after the end of stdin");
+            signal.send_replace(Some(number));
+        }
+    }
+}
