@@ -164,6 +164,44 @@ pub mod proc {
     }
 }
 
+/// `mcp-probe` flags with short limits, so a run against a fixture takes a
+/// few seconds: the `large` and `slow` tools every probe fixture has, and
+/// every step's wait cut down. Pairs of flag and value: a test replaces one
+/// by leaving it out and passing its own.
+pub const FAST_PROBE: &[&str] = &[
+    "--large",
+    r#"large {"bytes":1048576}"#,
+    "--slow",
+    r#"slow {"seconds":4}"#,
+    "--max-request",
+    "1MiB",
+    "--step-timeout",
+    "2s",
+    "--ping-timeout",
+    "2s",
+    "--pause",
+    "1s",
+    "--cancel-grace",
+    "500ms",
+    "--cancel-watch",
+    "700ms",
+    "--exit-timeout",
+    "1s",
+    "--term-timeout",
+    "1s",
+    "--bisect-steps",
+    "2",
+    "--check-timeout",
+    "30s",
+];
+
+/// [`FAST_PROBE`] with the flags of `overrides` (pairs of flag and value)
+/// in place of its own.
+pub fn fast_probe_with<'a>(overrides: &[&'a str]) -> Vec<&'a str> {
+    let kept = FAST_PROBE.chunks(2).filter(|pair| !overrides.chunks(2).any(|o| o[0] == pair[0])).flatten();
+    kept.copied().chain(overrides.iter().copied()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

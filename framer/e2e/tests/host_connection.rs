@@ -106,3 +106,26 @@ fn dropping_a_connection_kills_its_group_with_no_runtime_running() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_leaves_nothing_of_the_group_behind_while_the_connection_lives() {
+    watchdog("shutdown kills leftovers", async {
+        let mut command = tokio::process::Command::new("sh");
+        // The server exits at end of stdin; its grandchild would not.
+        command.args(["-c", "sleep 1000 & echo \"pid $!\"; cat >/dev/null"]);
+        let (connection, mut inbound) = Connection::spawn(command, config()).expect("spawn");
+        let Some(Inbound::Skipped(SkippedFrame::NotJson { excerpt, .. })) = inbound.recv().await else {
+            panic!("the grandchild's pid")
+        };
+        let grandchild: u32 = excerpt.to_text().trim_start_matches("pid ").parse().expect("a pid");
+        let report = connection.shutdown().await;
+        assert!(report.exit_status.is_some_and(|s| s.success()), "{report:?}");
+        let started = Instant::now();
+        while !dead(grandchild) {
+            assert!(started.elapsed() < Duration::from_secs(5), "the grandchild outlived the shutdown");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(connection);
+    })
+    .await;
+}

@@ -21,32 +21,7 @@ use serde_json::Value;
 const WATCHDOG: Duration = Duration::from_secs(60);
 
 /// Short limits, so a run takes a few seconds.
-const FAST: &[&str] = &[
-    "--large",
-    r#"large {"bytes":1048576}"#,
-    "--slow",
-    r#"slow {"seconds":4}"#,
-    "--max-request",
-    "1MiB",
-    "--step-timeout",
-    "2s",
-    "--ping-timeout",
-    "2s",
-    "--pause",
-    "1s",
-    "--cancel-grace",
-    "500ms",
-    "--cancel-watch",
-    "700ms",
-    "--exit-timeout",
-    "1s",
-    "--term-timeout",
-    "1s",
-    "--bisect-steps",
-    "2",
-    "--check-timeout",
-    "30s",
-];
+const FAST: &[&str] = mcp_framer_e2e::support::FAST_PROBE;
 
 const CHECKS: [&str; 9] = [
     "stdout-hygiene",

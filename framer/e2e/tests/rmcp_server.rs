@@ -18,41 +18,15 @@ use serde_json::{Value, json};
 /// A probe run is well under this; the watchdog kills it past it.
 const WATCHDOG: Duration = Duration::from_secs(120);
 
-/// Short limits, with `--max-request` above the 16 MiB limit so the
-/// request-size check finds it.
-const FAST: &[&str] = &[
-    "--large",
-    r#"large {"bytes":1048576}"#,
-    "--slow",
-    r#"slow {"seconds":4}"#,
-    "--max-request",
-    "32MiB",
-    "--step-timeout",
-    "2s",
-    "--ping-timeout",
-    "2s",
-    "--pause",
-    "1s",
-    "--cancel-grace",
-    "500ms",
-    "--cancel-watch",
-    "700ms",
-    "--exit-timeout",
-    "1s",
-    "--term-timeout",
-    "1s",
-    "--bisect-steps",
-    "2",
-    "--check-timeout",
-    "40s",
-];
-
 /// Runs the probe on the example server with `server_args`; the verdict of
 /// every check, by name, and the exit status.
 fn probe(server_args: &[&str]) -> (Vec<(String, String)>, Option<i32>, String) {
     let json = std::env::temp_dir().join(format!("mcp-probe-rmcp-{}-{}.json", std::process::id(), server_args.len()));
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
-    command.args(FAST).arg("--json").arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_rmcp_server")).args(server_args);
+    // Short limits, with `--max-request` above the 16 MiB limit so the
+    // request-size check finds it.
+    let fast = mcp_framer_e2e::support::fast_probe_with(&["--max-request", "32MiB", "--check-timeout", "40s"]);
+    command.args(fast).arg("--json").arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_rmcp_server")).args(server_args);
     let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     let pid = child.id();
     let watchdog = ChildWatchdog::arm(WATCHDOG, "mcp-probe on rmcp_server", move || {

@@ -229,8 +229,10 @@ impl Connection {
 
     /// Ends the connection as the MCP spec says: close the server's stdin,
     /// wait, SIGTERM, wait, SIGKILL, wait (each wait per
-    /// [`SessionConfig::shutdown`]). The final metrics are logged at `DEBUG`
-    /// and returned. Takes `&self` so that a transport shared with a
+    /// [`SessionConfig::shutdown`]); then whatever the server's children
+    /// left in its process group is killed, so nothing of the server
+    /// outlives the shutdown, whether or not the connection is dropped. The
+    /// final metrics are logged at `DEBUG` and returned. Takes `&self` so that a transport shared with a
     /// handle can be stopped from either; a second call finds the child
     /// exited ([`ShutdownStage::AlreadyExited`](super::ShutdownStage::AlreadyExited)).
     pub async fn shutdown(&self) -> ShutdownReport {
@@ -238,8 +240,11 @@ impl Connection {
         let stage = stop_child(&self.writer, &self.exit, &self.signals, self.config.shutdown).await;
         // Let the supervisor publish the end with the final status.
         let _ = tokio::time::timeout(self.config.exit_grace * 2, self.wait_closed()).await;
-        // Whatever still holds stdout or stderr open (a grandchild) is no
-        // longer this connection's business.
+        // The server exited (or was killed): what its children left in its
+        // group goes too.
+        self.kill();
+        // Whatever still holds stdout or stderr open is no longer this
+        // connection's business.
         for task in &self.tasks {
             task.abort();
         }
