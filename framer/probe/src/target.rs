@@ -209,7 +209,7 @@ impl Target {
             .with_write_timeout(self.limits.step_timeout)
             .with_exit_grace(Duration::from_millis(300))
             .with_shutdown(ShutdownConfig::default().with_each(Duration::from_millis(500)))
-            .with_process_group(true)
+            .with_process_tree(true)
     }
 
     /// Spawns a session with `config`.

@@ -13,8 +13,12 @@
 //!   dispatcher, content budgets, and cancellation that reaches every
 //!   producer, child processes included.
 //!
-//! Neither feature implies the other. Both are unix-only: they use process
-//! groups and signals. With either on, the crate root has the bounded
+//! Neither feature implies the other. Both run on unix and Windows. A
+//! server's tree of processes is a process group on unix (signalled) and a
+//! Job Object on Windows (terminated); what differs between the two is said
+//! where it applies (no SIGTERM step on Windows, Ctrl-C and Ctrl-Break in
+//! place of SIGINT and SIGTERM, stdout not redirected to stderr). With
+//! either on, the crate root has the bounded
 //! [`Preview`] both sides use (skipped lines and the stderr tail on the host,
 //! subprocess captures and body previews on the server).
 //!
@@ -23,12 +27,6 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-
-#[cfg(not(unix))]
-compile_error!(
-    "mcp-framer-stdio supports unix targets only: the host and the server use process groups and signals. \
-     The sans-IO core (`mcp-framer`) and the JSON-RPC layer (`mcp-framer-jsonrpc`) build everywhere."
-);
 
 #[cfg(any(feature = "host", feature = "server"))]
 mod bound;
@@ -44,6 +42,9 @@ mod preview;
 pub mod server;
 #[cfg(any(feature = "host", feature = "server"))]
 mod setters;
+
+#[cfg(any(feature = "host", feature = "server"))]
+mod tree;
 
 #[cfg(any(feature = "host", feature = "server"))]
 pub use preview::{Keep, Preview, Previewer};

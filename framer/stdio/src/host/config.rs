@@ -93,9 +93,10 @@ pub struct SessionConfig {
     pub exit_grace: Duration,
     /// The shutdown sequence's waits.
     pub shutdown: ShutdownConfig,
-    /// Spawn the server as the leader of a new process group and signal the
-    /// whole group, so its own children go too. Default `true`.
-    pub process_group: bool,
+    /// Spawn the server as the root of a process tree of its own, and stop
+    /// the whole tree, so its own children go too: a new process group on
+    /// unix (signalled), a Job Object on Windows (terminated). Default `true`.
+    pub process_tree: bool,
 }
 
 impl Default for SessionConfig {
@@ -111,7 +112,7 @@ impl Default for SessionConfig {
             stderr_log: StderrLog::Debug,
             exit_grace: Duration::from_secs(1),
             shutdown: ShutdownConfig::default(),
-            process_group: true,
+            process_tree: true,
         }
     }
 }
@@ -127,7 +128,7 @@ setters!(SessionConfig {
     stderr_log: StderrLog => with_stderr_log,
     exit_grace: Duration => with_exit_grace,
     shutdown: ShutdownConfig => with_shutdown,
-    process_group: bool => with_process_group,
+    process_tree: bool => with_process_tree,
 });
 
 impl SessionConfig {
@@ -150,7 +151,8 @@ impl SessionConfig {
 pub struct ShutdownConfig {
     /// After closing stdin (servers SHOULD exit on end of input). Default 2 s.
     pub after_stdin: Duration,
-    /// After SIGTERM. Default 2 s.
+    /// After SIGTERM. Default 2 s. Not used on Windows, which has no such
+    /// request: the job is terminated once `after_stdin` has passed.
     pub after_term: Duration,
     /// After SIGKILL (only the kernel is left to wait for). Default 2 s.
     pub after_kill: Duration,

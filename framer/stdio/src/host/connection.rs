@@ -6,7 +6,6 @@ use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 
-use rustix::process::{Pid, Signal as RawSignal, kill_process, kill_process_group};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
@@ -19,6 +18,7 @@ use super::reader::{Reader, Responses};
 use super::stderr::{StderrTail, drain_stderr};
 use super::supervisor::{Reason, ShutdownReport, Signal, Supervisor, stop_child};
 use super::writer::Writer;
+use crate::tree::{self, Killer};
 use mcp_framer_jsonrpc::Encoder;
 
 /// One MCP server process and its stdio, without a request table: the layer
@@ -26,8 +26,9 @@ use mcp_framer_jsonrpc::Encoder;
 /// request table), and the one [`Session`](super::Session) is built on.
 ///
 /// [`Connection::spawn`] starts the command with piped stdin, stdout and
-/// stderr, in a process group of its own (unless
-/// [`SessionConfig::process_group`] is off), and four tasks:
+/// stderr, in a process tree of its own (a process group on unix, a Job
+/// Object on Windows; unless [`SessionConfig::process_tree`] is off), and
+/// four tasks:
 ///
 /// * the [`Reader`] on stdout: it never stops draining, never parses a frame
 ///   over [`SessionConfig::framer`]`.max_frame`, and queues every classified
@@ -47,10 +48,11 @@ use mcp_framer_jsonrpc::Encoder;
 ///   ([`closed`](Connection::closed)).
 ///
 /// [`Connection::shutdown`] closes stdin, waits, sends SIGTERM to the group,
-/// waits, sends SIGKILL. Dropping the connection kills the group at once,
-/// from `Drop` itself, so it needs no running runtime.
+/// waits, sends SIGKILL (on Windows: closes stdin, waits, terminates the
+/// job). Dropping the connection kills the tree at once, from `Drop`
+/// itself, so it needs no running runtime.
 ///
-/// Needs a tokio runtime with I/O and time enabled (unix only).
+/// Needs a tokio runtime with I/O and time enabled.
 ///
 /// ```
 /// use mcp_framer_stdio::host::{Connection, Inbound, SessionConfig, ShutdownStage};
@@ -85,6 +87,7 @@ pub struct Connection {
     exit: watch::Receiver<Option<ExitStatus>>,
     closed: watch::Receiver<Option<Arc<Closed>>>,
     pid: Option<u32>,
+    killer: Killer,
     config: SessionConfig,
     /// The reader, stderr and writer tasks, stopped by `shutdown`.
     tasks: [AbortHandle; 3],
@@ -108,15 +111,12 @@ impl Connection {
         config: SessionConfig,
         responses: Option<Arc<dyn Responses>>,
     ) -> io::Result<(Connection, InboundQueue)> {
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        if config.process_group {
-            command.process_group(0);
-        }
-        let mut child = command.spawn()?;
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let (mut child, killer) = tree::spawn(&mut command, config.process_tree)?;
         let piped = || io::Error::other("the child's stdio was not piped");
-        let stdin = child.stdin.take().ok_or_else(piped)?;
-        let stdout = child.stdout.take().ok_or_else(piped)?;
-        let stderr = child.stderr.take().ok_or_else(piped)?;
+        let stdin = child.take_stdin().ok_or_else(piped)?;
+        let stdout = child.take_stdout().ok_or_else(piped)?;
+        let stderr = child.take_stderr().ok_or_else(piped)?;
         let pid = child.id();
 
         let metrics = Arc::new(Metrics::default());
@@ -137,7 +137,7 @@ impl Connection {
         tokio::spawn(
             Supervisor {
                 child,
-                process_group: config.process_group,
+                killer: killer.clone(),
                 signals: signals_rx,
                 reader,
                 stderr,
@@ -155,7 +155,8 @@ impl Connection {
             }
             .run(),
         );
-        let connection = Connection { writer, metrics, tail, reason, signals, exit, closed, pid, config, tasks };
+        let connection =
+            Connection { writer, metrics, tail, reason, signals, exit, closed, pid, killer, config, tasks };
         Ok((connection, queue))
     }
 
@@ -200,8 +201,8 @@ impl Connection {
         self.tail.text()
     }
 
-    /// The server's process id (also its process group id when
-    /// [`SessionConfig::process_group`] is on).
+    /// The server's process id (also its process group id on unix when
+    /// [`SessionConfig::process_tree`] is on).
     pub fn pid(&self) -> Option<u32> {
         self.pid
     }
@@ -229,8 +230,9 @@ impl Connection {
 
     /// Ends the connection as the MCP spec says: close the server's stdin,
     /// wait, SIGTERM, wait, SIGKILL, wait (each wait per
-    /// [`SessionConfig::shutdown`]); then whatever the server's children
-    /// left in its process group is killed, so nothing of the server
+    /// [`SessionConfig::shutdown`]; on Windows: close stdin, wait, terminate
+    /// the job, wait); then whatever the server's children
+    /// left in its tree is killed, so nothing of the server
     /// outlives the shutdown, whether or not the connection is dropped. The
     /// final metrics are logged at `DEBUG` and returned. Takes `&self` so that a transport shared with a
     /// handle can be stopped from either; a second call finds the child
@@ -260,28 +262,22 @@ impl Connection {
 }
 
 impl Connection {
-    /// Kills what is left of the server at once (what `Drop` does): its whole group (what its
-    /// children left behind too, after a shutdown whose server exited), or
-    /// the server alone unless it was reaped. A plain signal, so it works
-    /// with no runtime running (the supervisor, which also kills the server
-    /// when it sees the connection gone, may never run again once the
-    /// runtime shuts down). A lone pid is signalled only while the
-    /// supervisor has not recorded its exit, so it cannot belong to another
-    /// process yet; a group id is not given to a new process while any
-    /// member of the group lives, and signalling an empty group fails
-    /// harmlessly.
+    /// Kills what is left of the server at once (what `Drop` does): its
+    /// whole tree (what its children left behind too, after a shutdown
+    /// whose server exited), or the server alone unless it was reaped. A
+    /// plain signal on unix, the job terminated on Windows, so it works with
+    /// no runtime running (the supervisor, which also kills the server when
+    /// it sees the connection gone, may never run again once the runtime
+    /// shuts down). A lone pid is signalled only while the supervisor has
+    /// not recorded its exit, so it cannot belong to another process yet; a
+    /// group id is not given to a new process while any member of the group
+    /// lives, and stopping an empty group or job does nothing.
     pub fn kill(&self) {
-        let Some(pid) = self.pid.and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw) else { return };
-        if pid == Pid::INIT {
+        if !self.killer.tree() && self.exit.borrow().is_some() {
             return;
         }
-        let sent = match (self.config.process_group, self.exit.borrow().is_some()) {
-            (true, _) => kill_process_group(pid, RawSignal::KILL),
-            (false, false) => kill_process(pid, RawSignal::KILL),
-            (false, true) => return,
-        };
-        if let Err(e) = sent {
-            tracing::trace!("killing the server (pid {pid:?}) on drop: {e}");
+        if let Err(e) = self.killer.kill() {
+            tracing::trace!("killing the server (pid {:?}): {e}", self.pid);
         }
     }
 }

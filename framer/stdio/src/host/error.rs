@@ -108,7 +108,11 @@ impl fmt::Display for Closed {
         match (self.exit_status, &self.reason) {
             (Some(status), _) => write!(f, "; server process {status}")?,
             (None, CloseReason::StdinStalled(_)) => {
-                f.write_str("; the server process was still running when the session closed and is being stopped (stdin closed, then SIGTERM, then SIGKILL)")?
+                f.write_str(if cfg!(windows) {
+                    "; the server process was still running when the session closed and is being stopped (stdin closed, then its job terminated)"
+                } else {
+                    "; the server process was still running when the session closed and is being stopped (stdin closed, then SIGTERM, then SIGKILL)"
+                })?
             }
             (None, CloseReason::StdoutClosed) => f.write_str("; the server process was still running when the session closed")?,
             (None, _) => f.write_str("; the server process had not been reaped when the session closed")?,

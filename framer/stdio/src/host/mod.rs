@@ -1,4 +1,4 @@
-//! The tokio host transport (feature `host`, unix): spawn an MCP server,
+//! The tokio host transport (feature `host`, unix and Windows): spawn an MCP server,
 //! drain its stdout forever, hand messages to the application through a
 //! bounded queue, and keep every request bounded in time.
 //!
@@ -8,11 +8,11 @@
 //! happening, in two layers:
 //!
 //! * [`Connection`] — the lower layer: one server process and its stdio,
-//!   without a request table. It spawns the server in a process group of its
-//!   own, drains stdout with the reader below, queues every classified
+//!   without a request table. It spawns the server in a process tree of its
+//!   own (a process group on unix, a Job Object on Windows), drains stdout with the reader below, queues every classified
 //!   message (responses included) on a queue bounded by bytes, drains
-//!   stderr, writes stdin with stall detection, shuts down over the process
-//!   group, and counts everything. Another SDK's transport builds on it and
+//!   stderr, writes stdin with stall detection, shuts down over the whole
+//!   tree, and counts everything. Another SDK's transport builds on it and
 //!   brings its own request table.
 //! * [`Session`] — the upper layer: a `Connection` plus the request table
 //!   (ids, deadlines, cancellation, matching responses).

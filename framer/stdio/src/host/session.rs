@@ -172,9 +172,10 @@ impl Drop for PendingRequest {
 ///   each wake their requester only after the metrics count what caused it
 ///   (and, for the end, after [`Session::closed`] says so).
 /// * [`Session::shutdown`] closes stdin, waits, sends SIGTERM, waits, sends
-///   SIGKILL. Dropping the session kills the child's group.
+///   SIGKILL (on Windows: closes stdin, waits, terminates the job). Dropping
+///   the session kills the child's tree.
 ///
-/// Needs a tokio runtime with I/O and time enabled (unix only).
+/// Needs a tokio runtime with I/O and time enabled.
 ///
 /// ```
 /// use mcp_framer_stdio::host::{Session, SessionConfig, ShutdownStage};
@@ -311,8 +312,8 @@ impl Session {
         self.connection.stderr_tail()
     }
 
-    /// The server's process id (also its process group id when
-    /// [`SessionConfig::process_group`] is on).
+    /// The server's process id (also its process group id on unix when
+    /// [`SessionConfig::process_tree`] is on).
     pub fn pid(&self) -> Option<u32> {
         self.connection.pid()
     }
@@ -330,7 +331,8 @@ impl Session {
 
     /// Ends the session as the MCP spec says: close the server's stdin, wait,
     /// SIGTERM, wait, SIGKILL, wait (each wait per
-    /// [`ShutdownConfig`](super::ShutdownConfig)). Pending requests fail with
+    /// [`ShutdownConfig`](super::ShutdownConfig); on Windows: close stdin,
+    /// wait, terminate the job, wait). Pending requests fail with
     /// [`CloseReason::Shutdown`]. The final metrics are logged at `DEBUG` and
     /// returned.
     pub async fn shutdown(self) -> ShutdownReport {

@@ -6,8 +6,6 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal as RawSignal, kill_process, kill_process_group};
-use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -18,6 +16,7 @@ use super::metrics::{Metrics, MetricsSnapshot};
 use super::reader::{ReaderEnd, ReaderReport, Responses};
 use super::stderr::StderrTail;
 use super::writer::Writer;
+use crate::tree::{self, Child, Killer};
 
 /// How the child was stopped by a shutdown
 /// ([`Session::shutdown`](super::Session::shutdown),
@@ -29,9 +28,10 @@ pub enum ShutdownStage {
     AlreadyExited,
     /// It exited after its stdin was closed.
     StdinClosed,
-    /// It exited after SIGTERM.
+    /// It exited after SIGTERM (unix only: Windows has no such step).
     Terminated,
-    /// It exited after SIGKILL.
+    /// It exited after SIGKILL to its group (unix) or once its job was
+    /// terminated (Windows).
     Killed,
     /// It had not been reaped after SIGKILL and the last wait.
     StillRunning,
@@ -54,9 +54,9 @@ pub struct ShutdownReport {
 /// A signal for the child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Signal {
-    /// SIGTERM: please exit.
+    /// SIGTERM: please exit (unix; nothing is sent on Windows).
     Term,
-    /// SIGKILL.
+    /// SIGKILL to the group, or the job terminated.
     Kill,
 }
 
@@ -79,8 +79,8 @@ impl Reason {
 #[derive(Debug)]
 pub(crate) struct Supervisor {
     pub(crate) child: Child,
-    /// Signal the child's whole process group (it was spawned as its leader).
-    pub(crate) process_group: bool,
+    /// Stops the child's tree (or the child alone).
+    pub(crate) killer: Killer,
     /// Signals from the session; closed when the session is dropped.
     pub(crate) signals: mpsc::Receiver<Signal>,
     pub(crate) reader: JoinHandle<ReaderReport>,
@@ -107,8 +107,9 @@ pub(crate) struct Supervisor {
 
 /// The shutdown sequence, for [`Session::shutdown`](super::Session::shutdown)
 /// and for a session that ends because the server stopped reading its
-/// stdin: close stdin and wait, SIGTERM and wait, SIGKILL and wait, each
-/// wait per `steps`. `signals` reaches the supervisor.
+/// stdin: close stdin and wait, SIGTERM and wait (unix only), SIGKILL (or
+/// terminate the job) and wait, each wait per `steps`. `signals` reaches the
+/// supervisor.
 pub(crate) async fn stop_child(
     writer: &Writer,
     exit: &watch::Receiver<Option<ExitStatus>>,
@@ -130,9 +131,11 @@ pub(crate) async fn stop_child(
     if tokio::time::timeout(steps.after_stdin, close_stdin_and_wait).await.unwrap_or(false) {
         return ShutdownStage::StdinClosed;
     }
-    let _ = signals.send(Signal::Term).await;
-    if exited_within(steps.after_term).await {
-        return ShutdownStage::Terminated;
+    if cfg!(unix) {
+        let _ = signals.send(Signal::Term).await;
+        if exited_within(steps.after_term).await {
+            return ShutdownStage::Terminated;
+        }
     }
     let _ = signals.send(Signal::Kill).await;
     if exited_within(steps.after_kill).await { ShutdownStage::Killed } else { ShutdownStage::StillRunning }
@@ -249,31 +252,26 @@ impl Supervisor {
         let status = waited.unwrap_or_else(|e| {
             // `wait` fails only if the child was already reaped elsewhere.
             tracing::error!("waiting for the server process failed: {e}");
-            std::os::unix::process::ExitStatusExt::from_raw(-1)
+            tree::failed_status()
         });
         self.metrics.record_exit(status);
         self.exit.send_replace(Some(status));
         status
     }
 
-    /// Sends `signal` to the child (its process group when it leads one),
+    /// Sends `signal` to the child (its whole tree when it roots one),
     /// unless it has been reaped already: a reaped pid may belong to another
     /// process by now.
     fn signal(&mut self, signal: Signal) {
-        let Some(pid) = self.child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw) else {
-            return;
+        let Some(pid) = self.child.id() else { return };
+        let sent = match signal {
+            Signal::Term => self.killer.terminate(),
+            Signal::Kill => self.killer.kill().map(|()| true),
         };
-        if pid == Pid::INIT {
-            return;
-        }
-        let raw = match signal {
-            Signal::Term => RawSignal::TERM,
-            Signal::Kill => RawSignal::KILL,
-        };
-        let sent = if self.process_group { kill_process_group(pid, raw) } else { kill_process(pid, raw) };
         match sent {
-            Ok(()) => tracing::debug!("sent {signal:?} to the server (pid {pid:?})"),
-            Err(e) => tracing::warn!("sending {signal:?} to the server (pid {pid:?}) failed: {e}"),
+            Ok(true) => tracing::debug!("sent {signal:?} to the server (pid {pid})"),
+            Ok(false) => tracing::debug!("no {signal:?} on this platform for the server (pid {pid})"),
+            Err(e) => tracing::warn!("sending {signal:?} to the server (pid {pid}) failed: {e}"),
         }
     }
 }

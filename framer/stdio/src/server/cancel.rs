@@ -1,5 +1,5 @@
 //! Cancellation: the [`Scope`] that ties every producer a request starts
-//! (child process groups, remote operations, tasks) to its tokio-util
+//! (child process trees, remote operations, tasks) to its tokio-util
 //! [`CancellationToken`].
 
 use std::fmt;
@@ -8,10 +8,11 @@ use std::io;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rustix::process::{Pid, Signal, kill_process_group};
-use tokio::process::{Child, Command};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
+
+use crate::tree::{self, Child, Killer};
 
 /// The work was cancelled before it completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,18 +33,19 @@ impl From<Cancelled> for io::Error {
 }
 
 /// The producers a request owns, so that cancelling it reaches all of them: a
-/// [`CancellationToken`] plus the child process groups and tasks started
-/// through it. Clones share the same token and producers.
+/// [`CancellationToken`] plus the child process trees (a process group on
+/// unix, a Job Object on Windows) and tasks started through it. Clones
+/// share the same token and producers.
 ///
 /// # Contract
 ///
 /// * [`Scope::cancel`] cancels the token (idempotent; every waiter wakes),
-///   then sends `SIGKILL` to every child
-///   process group started with [`Scope::spawn_child`] that has not been
-///   reaped yet, and aborts every task started with [`Scope::spawn_task`].
+///   then kills every child process tree started with [`Scope::spawn_child`]
+///   that has not been reaped yet (`SIGKILL` to the group on unix, the job
+///   terminated on Windows), and aborts every task started with [`Scope::spawn_task`].
 ///   Work started on a scope that is already cancelled is refused
 ///   ([`Scope::spawn_child`] returns an error) or stopped at once.
-/// * A [`ScopedChild`] dropped before it was reaped has its group killed and is
+/// * A [`ScopedChild`] dropped before it was reaped has its tree killed and is
 ///   reaped by a background task, so no zombie is left behind.
 /// * [`Scope::stop_producers`] does the killing and aborting without
 ///   cancelling the token; the server calls it when a request's handler
@@ -58,10 +60,18 @@ impl From<Cancelled> for io::Error {
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let scope = Scope::new();
-/// let mut child = scope.spawn_child(tokio::process::Command::new("sleep").arg("30"))?;
+/// # #[cfg(unix)]
+/// let mut command = tokio::process::Command::new("sleep");
+/// # #[cfg(unix)]
+/// command.arg("30");
+/// # #[cfg(windows)]
+/// # let mut command = tokio::process::Command::new("ping");
+/// # #[cfg(windows)]
+/// # command.args(["-n", "30", "127.0.0.1"]);
+/// let mut child = scope.spawn_child(&mut command)?;
 /// let pid = child.id().unwrap();
 /// let remote = scope.abortable(std::future::pending::<()>());
-/// scope.cancel(); // kills the `sleep` process group and ends `remote`
+/// scope.cancel(); // kills the child's process tree and ends `remote`
 /// assert_eq!(remote.await, Err(Cancelled));
 /// assert!(!child.wait().await?.success(), "pid {pid} was killed");
 /// # Ok::<(), std::io::Error>(())
@@ -75,8 +85,8 @@ pub struct Scope {
 
 #[derive(Default)]
 struct Producers {
-    /// Process groups not reaped yet, with the key that unregisters them.
-    groups: Vec<(u64, Pid)>,
+    /// Process trees not reaped yet, with the key that unregisters them.
+    trees: Vec<(u64, Killer)>,
     tasks: Vec<AbortHandle>,
     next_key: u64,
 }
@@ -98,56 +108,55 @@ impl Scope {
         self.token.is_cancelled()
     }
 
-    /// Cancels the token, kills (`SIGKILL`) every live child process group and
+    /// Cancels the token, kills every live child process tree and
     /// aborts every task started through this scope. Idempotent.
     pub fn cancel(&self) {
         self.token.cancel();
         self.stop_producers();
     }
 
-    /// Kills every live child process group and aborts every task started
+    /// Kills every live child process tree and aborts every task started
     /// through this scope, without cancelling the token: what the server does
     /// when a request ends, so that its producers never outlive it.
     pub fn stop_producers(&self) {
-        let (groups, tasks) = {
+        let (trees, tasks) = {
             let mut producers = self.lock();
-            (std::mem::take(&mut producers.groups), std::mem::take(&mut producers.tasks))
+            (std::mem::take(&mut producers.trees), std::mem::take(&mut producers.tasks))
         };
-        for (_, pgid) in groups {
-            kill_group(pgid);
+        for (_, killer) in trees {
+            kill_tree(&killer);
         }
         for task in tasks {
             task.abort();
         }
     }
 
-    /// Spawns `command` as the leader of a new process group
-    /// (`process_group(0)`), owned by this scope: cancelling the scope kills
-    /// the whole group, so grandchildren that inherited the child's pipes die
-    /// with it. Refused with [`io::ErrorKind::Interrupted`] if the scope is
-    /// already cancelled.
+    /// Spawns `command` as the root of a process tree of its own, owned by
+    /// this scope: the leader of a new process group on unix
+    /// (`process_group(0)`), the first process of a new Job Object on
+    /// Windows (its creation flags are the job's). Cancelling the scope
+    /// kills the whole tree, so grandchildren that inherited the child's
+    /// pipes die with it. Refused with [`io::ErrorKind::Interrupted`] if the
+    /// scope is already cancelled.
     ///
     /// `command`'s stdio is used as configured. Set stdin explicitly (for
     /// example to `Stdio::null()`): a child that inherits the server's stdin
     /// could read protocol bytes. ([`Server::serve_stdio`](super::Server::serve_stdio)
-    /// already points fd 0 at `/dev/null` and fd 1 at stderr for this reason.)
+    /// already points fd 0 at `/dev/null` and fd 1 at stderr on unix for
+    /// this reason.)
     pub fn spawn_child(&self, command: &mut Command) -> io::Result<ScopedChild> {
-        command.process_group(0).kill_on_drop(true);
         let mut producers = self.lock();
         // Checked under the lock: `cancel` sets the flag before taking the
-        // producers, so a group registered here is always killed.
+        // producers, so a tree registered here is always killed.
         if self.is_cancelled() {
             return Err(Cancelled.into());
         }
-        let child = command.spawn()?;
-        let pgid = child.id().and_then(|pid| Pid::from_raw(pid as i32));
+        let (child, killer) = tree::spawn(command, true)?;
         let key = producers.next_key;
         producers.next_key += 1;
-        if let Some(pgid) = pgid {
-            producers.groups.push((key, pgid));
-        }
-        tracing::debug!(pid = child.id(), "spawned child process group");
-        Ok(ScopedChild { child: Some(child), pgid, key, producers: Arc::clone(&self.producers) })
+        producers.trees.push((key, killer.clone()));
+        tracing::debug!(pid = child.id(), "spawned child process tree");
+        Ok(ScopedChild { child: Some(child), killer: Some(killer), key, producers: Arc::clone(&self.producers) })
     }
 
     /// Runs a remote operation (or any future) until it completes (`Ok`) or
@@ -196,79 +205,95 @@ impl fmt::Debug for Scope {
         let producers = self.lock();
         f.debug_struct("Scope")
             .field("cancelled", &self.is_cancelled())
-            .field("groups", &producers.groups.len())
+            .field("trees", &producers.trees.len())
             .field("tasks", &producers.tasks.len())
             .finish()
     }
 }
 
-fn kill_group(pgid: Pid) {
-    // ESRCH (the group is already gone) is the expected, harmless case.
-    if let Err(err) = kill_process_group(pgid, Signal::KILL)
-        && err != rustix::io::Errno::SRCH
-    {
-        tracing::warn!(pgid = pgid.as_raw_nonzero().get(), %err, "could not kill child process group");
+fn kill_tree(killer: &Killer) {
+    // A tree already gone is the expected, harmless case (`Ok`).
+    if let Err(err) = killer.kill() {
+        tracing::warn!(%err, "could not kill a child process tree");
     }
 }
 
-/// A child process leading its own process group, owned by a [`Scope`].
+/// A child process at the root of its own process tree (a process group on
+/// unix, a Job Object on Windows), owned by a [`Scope`].
 ///
 /// Until it is reaped ([`wait`](ScopedChild::wait) returned), cancelling the
-/// scope kills its whole group. Dropping it unreaped kills the group too and
-/// reaps it in the background. Once reaped, the group is forgotten (its id
-/// could be reused), so background processes the child left behind after
-/// exiting are not tracked.
+/// scope kills its whole tree. Dropping it unreaped kills the tree too and
+/// reaps it in the background. Once reaped, the tree is forgotten (on unix
+/// its group id could be reused), so background processes the child left
+/// behind after exiting are not tracked by the scope (on Windows they are
+/// killed when the last handle to the job goes, with the `ScopedChild`).
 pub struct ScopedChild {
     child: Option<Child>,
-    pgid: Option<Pid>,
+    /// `None` once reaped.
+    killer: Option<Killer>,
     key: u64,
     producers: Arc<Mutex<Producers>>,
 }
 
 impl ScopedChild {
-    /// The child's pid, which is also its process group id; `None` once it
+    /// The child's pid (on unix also its process group id); `None` once it
     /// has been reaped.
     pub fn id(&self) -> Option<u32> {
         self.child.as_ref().and_then(Child::id)
     }
 
-    /// The tokio child, to take its pipes.
-    pub fn child_mut(&mut self) -> &mut Child {
+    fn child_mut(&mut self) -> &mut Child {
         self.child.as_mut().expect("child present until drop")
     }
 
-    /// Waits for the child to exit and reaps it; its group is then no longer
+    /// Takes the child's stdin, if it was piped and not taken yet.
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.child_mut().take_stdin()
+    }
+
+    /// Takes the child's stdout, if it was piped and not taken yet.
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.child_mut().take_stdout()
+    }
+
+    /// Takes the child's stderr, if it was piped and not taken yet.
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child_mut().take_stderr()
+    }
+
+    /// Waits for the child to exit and reaps it; its tree is then no longer
     /// killed on cancellation. Cancel-safe: dropping this future leaves the
     /// child owned by the scope.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         let status = self.child_mut().wait().await?;
-        self.forget_group();
+        self.forget_tree();
         Ok(status)
     }
 
-    /// Sends `SIGKILL` to the child's whole process group (unless it was
-    /// already reaped). Call [`wait`](ScopedChild::wait) afterwards to reap it.
-    pub fn kill_group(&self) {
-        if let (Some(pgid), Some(_)) = (self.pgid, self.id()) {
-            kill_group(pgid);
+    /// Kills the child's whole process tree (unless it was already reaped):
+    /// `SIGKILL` to the group on unix, the job terminated on Windows. Call
+    /// [`wait`](ScopedChild::wait) afterwards to reap it.
+    pub fn kill_tree(&self) {
+        if let (Some(killer), Some(_)) = (&self.killer, self.id()) {
+            kill_tree(killer);
         }
     }
 
-    fn forget_group(&mut self) {
+    fn forget_tree(&mut self) {
         let key = self.key;
         let mut producers = self.producers.lock().unwrap_or_else(PoisonError::into_inner);
-        producers.groups.retain(|(k, _)| *k != key);
-        self.pgid = None;
+        producers.trees.retain(|(k, _)| *k != key);
+        self.killer = None;
     }
 }
 
 impl Drop for ScopedChild {
     fn drop(&mut self) {
-        let Some(pgid) = self.pgid else { return }; // reaped
+        let Some(killer) = self.killer.take() else { return }; // reaped
         let Some(mut child) = self.child.take() else { return };
-        // Not reaped: the leader's pid still names this group.
-        kill_group(pgid);
-        self.forget_group();
+        // Not reaped: the tree is still ours to kill.
+        kill_tree(&killer);
+        self.forget_tree();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = child.wait().await;
@@ -280,11 +305,11 @@ impl Drop for ScopedChild {
 
 impl fmt::Debug for ScopedChild {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ScopedChild").field("pid", &self.id()).field("group_owned", &self.pgid.is_some()).finish()
+        f.debug_struct("ScopedChild").field("pid", &self.id()).field("tree_owned", &self.killer.is_some()).finish()
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use std::time::Duration;
 
@@ -376,7 +401,7 @@ mod tests {
                 assert!(std::time::Instant::now() < deadline, "child {pid} not reaped");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            assert!(format!("{scope:?}").contains("groups: 0"), "forgotten once reaped: {scope:?}");
+            assert!(format!("{scope:?}").contains("trees: 0"), "forgotten once reaped: {scope:?}");
         });
     }
 }

@@ -12,8 +12,8 @@ use tokio::process::Command;
 use super::cancel::Scope;
 use crate::{Keep, Preview, Previewer};
 
-/// After the process group was killed, how long the pipes are still drained
-/// before giving up on an EOF that a process outside the group withholds.
+/// After the process tree was killed, how long the pipes are still drained
+/// before giving up on an EOF that a process outside the tree withholds.
 pub const KILL_DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -28,7 +28,7 @@ pub struct CaptureOptions {
     pub stdout: Keep,
     /// What to keep of stderr. Default: last 4 KiB (errors come at the end).
     pub stderr: Keep,
-    /// Kill the process group after this long. Default: none.
+    /// Kill the process tree after this long. Default: none.
     pub timeout: Option<Duration>,
 }
 
@@ -71,9 +71,9 @@ fn describe(preview: &Preview, name: &str, out: &mut String) {
 pub enum Ending {
     /// It exited by itself and both streams reached EOF.
     Exited,
-    /// The timeout passed; the group was killed.
+    /// The timeout passed; the tree was killed.
     TimedOut,
-    /// The scope was cancelled; the group was killed.
+    /// The scope was cancelled; the tree was killed.
     Cancelled,
 }
 
@@ -90,7 +90,7 @@ pub struct Capture {
     pub status: ExitStatus,
     /// Why it stopped.
     pub ending: Ending,
-    /// The child's pid (also its process group id).
+    /// The child's pid (on unix also its process group id).
     pub pid: Option<u32>,
 }
 
@@ -100,8 +100,8 @@ impl Capture {
     pub fn summary(&self) -> String {
         let mut out = match self.ending {
             Ending::Exited => format!("{}; ", self.status),
-            Ending::TimedOut => format!("timed out, process group killed ({}); ", self.status),
-            Ending::Cancelled => format!("cancelled, process group killed ({}); ", self.status),
+            Ending::TimedOut => format!("timed out, process tree killed ({}); ", self.status),
+            Ending::Cancelled => format!("cancelled, process tree killed ({}); ", self.status),
         };
         describe(&self.stdout, "stdout", &mut out);
         out.push_str("; ");
@@ -119,7 +119,7 @@ impl fmt::Display for Capture {
 /// Runs `command` under `scope` and captures its output within the preview
 /// bounds of `options`: drains its stdout and its stderr concurrently and
 /// separately to EOF, keeps a bounded [`Preview`] of each, counts what was
-/// dropped exactly, and kills and reaps the process group on cancellation or
+/// dropped exactly, and kills and reaps the process tree on cancellation or
 /// timeout.
 ///
 /// The right first move is to pass the limit to the command itself (`grep
@@ -137,10 +137,12 @@ impl fmt::Display for Capture {
 /// * Each stream's [`Preview`] follows the crate's one cut rule: for each,
 ///   `head().len() + tail().len() + dropped_bytes() == total_bytes()` exactly,
 ///   head and tail never overlap, and text is never cut inside a character.
-/// * stdin is `/dev/null`. The child leads its own process group, owned by the
-///   [`Scope`]: on cancellation or timeout the whole group gets `SIGKILL`, the
-///   pipes are drained to EOF (for at most [`KILL_DRAIN_GRACE`], in case a
-///   process outside the group holds them) and the child is reaped.
+/// * stdin is null. The child roots its own process tree, owned by the
+///   [`Scope`] (a process group on unix, a Job Object on Windows): on
+///   cancellation or timeout the whole tree is killed (`SIGKILL` to the
+///   group, the job terminated), the pipes are drained to EOF (for at most
+///   [`KILL_DRAIN_GRACE`], in case a process outside the tree holds them)
+///   and the child is reaped.
 /// * The result says what happened ([`Ending`]) and [`Capture::summary`] says
 ///   honestly what was kept and what was dropped.
 ///
@@ -169,8 +171,8 @@ pub async fn capture(command: &mut Command, options: CaptureOptions, scope: &Sco
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = scope.spawn_child(command)?;
     let pid = child.id();
-    let mut stdout = Drain::new(child.child_mut().stdout.take(), options.stdout);
-    let mut stderr = Drain::new(child.child_mut().stderr.take(), options.stderr);
+    let mut stdout = Drain::new(child.take_stdout(), options.stdout);
+    let mut stderr = Drain::new(child.take_stderr(), options.stderr);
 
     let stopped = {
         let run = async { tokio::join!(stdout.run(), stderr.run(), child.wait()) };
@@ -195,11 +197,11 @@ pub async fn capture(command: &mut Command, options: CaptureOptions, scope: &Sco
             return Ok(Capture { stdout, stderr, status: status?, ending: Ending::Exited, pid });
         }
     };
-    tracing::debug!(pid, ending = ?stopped, "killing captured process group");
-    child.kill_group();
+    tracing::debug!(pid, ending = ?stopped, "killing captured process tree");
+    child.kill_tree();
     let drained = tokio::time::timeout(KILL_DRAIN_GRACE, async { tokio::join!(stdout.run(), stderr.run()) }).await;
     if drained.is_err() {
-        tracing::warn!(pid, "pipes still open after the process group was killed; abandoning them");
+        tracing::warn!(pid, "pipes still open after the process tree was killed; abandoning them");
     }
     let status = child.wait().await?;
     Ok(Capture { stdout: stdout.finish(), stderr: stderr.finish(), status, ending: stopped, pid })
@@ -247,7 +249,7 @@ impl<R: AsyncRead + Unpin> Drain<R> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use std::time::Instant;
 
@@ -370,7 +372,7 @@ mod tests {
             // The backgrounded grandchild holds the pipes too: EOF means it died.
             assert!(run.stdout.is_complete(), "pipes reached EOF once the whole group was dead");
             assert_eq!(run.stdout.head(), b"started\n");
-            assert!(run.summary().starts_with("timed out, process group killed"), "{}", run.summary());
+            assert!(run.summary().starts_with("timed out, process tree killed"), "{}", run.summary());
             let pgid = run.pid.unwrap();
             assert!(!std::path::Path::new(&format!("/proc/{pgid}")).exists(), "the child was reaped");
         });

@@ -9,8 +9,8 @@
 //! max_queued` tool calls at once; writes stdout from a single task, whole
 //! frames only, never over the response limit; and stops the work a
 //! cancelled request started — tasks, remote operations, and the child
-//! process groups with their pipes — at a cancellation, at shutdown, and at
-//! `SIGTERM` / `SIGINT`. [`Server::serve`] states the contract.
+//! process trees with their pipes — at a cancellation, at shutdown, and at
+//! `SIGTERM` / `SIGINT` (Ctrl-C / Ctrl-Break on Windows). [`Server::serve`] states the contract.
 //!
 //! # Pieces
 //!
@@ -41,7 +41,7 @@
 //! use serde_json::{Value, json};
 //!
 //! /// Runs `grep` below the current directory. If the host cancels the call,
-//! /// the `grep` process group is killed and no response is sent.
+//! /// the `grep` process tree is killed and no response is sent.
 //! /// A failure to run `grep` is a tool failure: the model gets a result with
 //! /// `isError: true` saying so. A missing pattern is a protocol error.
 //! async fn search(call: Call) -> Result<ToolResult, RpcError> {
@@ -86,6 +86,7 @@ mod dispatch;
 mod report;
 mod screen;
 mod serve;
+mod stdio;
 mod table;
 mod tool;
 mod transport;
@@ -331,7 +332,7 @@ impl Server {
     /// * At stdin EOF (or a read error, or a sticky framer error under
     ///   `OversizePolicy::Fail`) the loop stops reading, lets in-flight requests
     ///   finish for at most [`ServerConfig::shutdown_grace`],
-    ///   cancels the rest (their process groups are killed; they are answered,
+    ///   cancels the rest (their process trees are killed; they are answered,
     ///   logged and counted in [`ServeReport::cancelled_at_shutdown`]),
     ///   flushes the writer (again within the grace period) and returns its
     ///   [`ServeReport`]. A shutdown signal ([`Server::serve_stdio`] listens
@@ -381,12 +382,16 @@ impl Server {
     }
 
     /// Serves the process's stdin and stdout. First it takes them for the
-    /// protocol: fds 0 and 1 are duplicated for the loop, then fd 0 is
-    /// pointed at `/dev/null` and fd 1 at stderr, so nothing else in the
+    /// protocol: on unix fds 0 and 1 are duplicated for the loop, then fd 0
+    /// is pointed at `/dev/null` and fd 1 at stderr, so nothing else in the
     /// process (a stray `println!`, a child inheriting stdio) can touch the
-    /// protocol stream.
+    /// protocol stream. On Windows the standard handles stay as they are
+    /// (redirecting them needs `unsafe` code, which this crate has none of):
+    /// print to stderr only, and give child processes a null or piped
+    /// stdin and stdout.
     ///
-    /// It also handles `SIGTERM` and `SIGINT` (from then on, for the life
+    /// It also handles `SIGTERM` and `SIGINT` (on Windows Ctrl-C and
+    /// Ctrl-Break; from then on, for the life
     /// of the process: tokio's handlers stay installed) the way
     /// [`Server::serve`] describes for a shutdown signal: stop reading,
     /// cancel every call still queued or running (killing their process
@@ -413,10 +418,8 @@ impl Server {
     /// a cgroup or PID namespace (systemd's `KillMode=control-group`, a
     /// container) to take the tool processes down with it.
     pub async fn serve_stdio(self) -> io::Result<ServeReport> {
-        let shutdown = transport::shutdown_signals()?;
-        let (input, output) = serve::take_stdio()?;
-        let input = tokio::fs::File::from_std(input);
-        let output = tokio::fs::File::from_std(output);
+        let shutdown = stdio::shutdown_signals()?;
+        let (input, output) = stdio::take(stdio::Mode::Blocking)?;
         Ok(serve::serve(&self, input, output, shutdown).await)
     }
 

@@ -82,7 +82,8 @@ pub struct ServeReport {
     /// then cancelled and answered -32603 "abandoned at shutdown"; their
     /// ids are logged.
     pub cancelled_at_shutdown: u64,
-    /// The signal (`SIGTERM` = 15, `SIGINT` = 2) that stopped the loop, if
+    /// The signal (`SIGTERM` = 15, `SIGINT` = 2; on Windows Ctrl-C = 0,
+    /// Ctrl-Break = 1) that stopped the loop, if
     /// one did (only [`Server::serve_stdio`](super::Server::serve_stdio)
     /// listens for signals).
     pub signal: Option<i32>,

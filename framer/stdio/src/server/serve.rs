@@ -3,11 +3,9 @@
 //! and shut down cleanly at EOF.
 
 use std::borrow::Cow;
-use std::fs::File;
 use std::future::Future;
-use std::io::{self, Write as _};
+use std::io;
 use std::ops::Not;
-use std::os::fd::AsFd;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Instant;
@@ -465,21 +463,6 @@ impl Session<'_> {
         bump(counter);
         tracing::info!(id = %id, state, reason, "cancellation");
     }
-}
-
-/// Takes the process's stdio for the protocol: duplicates fds 0 and 1
-/// (close-on-exec) for the serve loop, then points fd 0 at `/dev/null` and
-/// fd 1 at stderr, so that a stray `println!`, a library that prints, or a
-/// child process that inherits stdio can never write into the protocol
-/// stream or read protocol bytes.
-pub(crate) fn take_stdio() -> io::Result<(File, File)> {
-    io::stdout().flush()?;
-    let input = io::stdin().as_fd().try_clone_to_owned()?;
-    let output = io::stdout().as_fd().try_clone_to_owned()?;
-    let null = File::open("/dev/null")?;
-    rustix::stdio::dup2_stdin(&null)?;
-    rustix::stdio::dup2_stdout(io::stderr())?;
-    Ok((File::from(input), File::from(output)))
 }
 
 /// The protocol versions this server speaks, newest first.

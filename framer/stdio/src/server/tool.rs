@@ -189,7 +189,7 @@ impl Tool {
 ///
 /// Everything the handler starts through [`scope`](Call::scope) (or the
 /// shortcuts here) is owned by the request: when a `notifications/cancelled`
-/// arrives while it runs, the token is cancelled, child process groups are
+/// arrives while it runs, the token is cancelled, child process trees are
 /// killed, tasks are aborted, and the handler's own future is dropped at its
 /// next `.await`. When the handler returns, whatever it started through the
 /// scope and left running is stopped too. A handler doing blocking work

@@ -3,11 +3,8 @@
 //! request handling).
 
 use std::fmt;
-use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileTypeExt;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +16,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use super::ServerConfig;
 use super::report::{Counters, ServeReport};
 use super::screen::{Screened, screen};
+use super::stdio::{self, Mode};
 use super::writer::{Outbox, run_writer};
 use crate::bound::{ByteBound, Held};
 use crate::counter::bump;
@@ -116,52 +114,23 @@ where
 }
 
 /// [`transport`] on the process's stdin and stdout, taken for the protocol
-/// as [`Server::serve_stdio`](super::Server::serve_stdio) takes them (fd 0
-/// then reads `/dev/null`, fd 1 goes to stderr), with `SIGTERM` and
-/// `SIGINT` treated as the end of stdin.
+/// as [`Server::serve_stdio`](super::Server::serve_stdio) takes them (on
+/// unix fd 0 then reads `/dev/null` and fd 1 goes to stderr), with
+/// `SIGTERM` and `SIGINT` (Windows: Ctrl-C and Ctrl-Break) treated as the
+/// end of stdin.
 ///
-/// When stdin and stdout are pipes (as a host spawns a server), they are
-/// read and written without blocking, so neither a pending read nor a
-/// stalled write holds a thread: shutting the runtime down never waits on
-/// them. Otherwise (a file, a terminal) they go through tokio's blocking
-/// pool, and a pending read holds a thread until it returns.
+/// On unix, when stdin and stdout are pipes (as a host spawns a server),
+/// they are read and written without blocking, so neither a pending read
+/// nor a stalled write holds a thread: shutting the runtime down never
+/// waits on them. Otherwise (a file, a terminal, and always on Windows)
+/// they go through tokio's blocking pool, and a pending read holds a thread
+/// until it returns: after the end of the input, end the process (or shut
+/// the runtime down with `shutdown_background`) rather than waiting for the
+/// runtime to drop.
 pub fn stdio_transport(config: ServerConfig) -> io::Result<(Outgoing, Incoming)> {
-    let shutdown = shutdown_signals()?;
-    let (input, output) = super::serve::take_stdio()?;
-    Ok(transport(reader(input)?, writer(output)?, config, shutdown))
-}
-
-/// Resolves to the number of the first `SIGTERM` or `SIGINT` received.
-pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (term, int) = (SignalKind::terminate(), SignalKind::interrupt());
-    let (mut on_term, mut on_int) = (signal(term)?, signal(int)?);
-    Ok(async move {
-        tokio::select! {
-            _ = on_term.recv() => term.as_raw_value(),
-            _ = on_int.recv() => int.as_raw_value(),
-        }
-    })
-}
-
-fn is_fifo(file: &File) -> bool {
-    file.metadata().is_ok_and(|meta| meta.file_type().is_fifo())
-}
-
-fn reader(file: File) -> io::Result<Box<dyn AsyncRead + Unpin + Send>> {
-    if is_fifo(&file) {
-        Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(file))?))
-    } else {
-        Ok(Box::new(tokio::fs::File::from_std(file)))
-    }
-}
-
-fn writer(file: File) -> io::Result<Box<dyn AsyncWrite + Unpin + Send>> {
-    if is_fifo(&file) {
-        Ok(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(file))?))
-    } else {
-        Ok(Box::new(tokio::fs::File::from_std(file)))
-    }
+    let shutdown = stdio::shutdown_signals()?;
+    let (input, output) = stdio::take(Mode::Pipes)?;
+    Ok(transport(input, output, config, shutdown))
 }
 
 /// A message the transport read, classified, owning its frame (without its

@@ -1,0 +1,123 @@
+//! The process's own stdin and stdout, taken for the protocol, and the
+//! signals that end the input: the server's only platform-specific I/O.
+//!
+//! * unix: fds 0 and 1 are duplicated for the loop, then fd 0 reads
+//!   `/dev/null` and fd 1 writes to stderr; `SIGTERM` and `SIGINT` end the
+//!   input.
+//! * Windows: tokio's stdin and stdout (the standard handles are left as
+//!   they are: redirecting them needs `SetStdHandle`, which is `unsafe`, and
+//!   this crate has none); Ctrl-C and Ctrl-Break end the input.
+
+use std::future::Future;
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// The protocol's input.
+pub(crate) type Input = Box<dyn AsyncRead + Unpin + Send>;
+/// The protocol's output.
+pub(crate) type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// How the taken streams are read and written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Through tokio's blocking pool (files, terminals, pipes alike).
+    Blocking,
+    /// Pipes (as a host spawns a server) without blocking where the
+    /// platform allows it (unix), the blocking pool otherwise.
+    Pipes,
+}
+
+#[cfg(unix)]
+mod imp {
+    use std::fs::File;
+    use std::future::Future;
+    use std::io::{self, Write as _};
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::fs::FileTypeExt;
+
+    use super::{Input, Mode, Output};
+
+    /// Takes the process's stdio for the protocol: duplicates fds 0 and 1
+    /// (close-on-exec) for the serve loop, then points fd 0 at `/dev/null`
+    /// and fd 1 at stderr, so that a stray `println!`, a library that
+    /// prints, or a child process that inherits stdio can never write into
+    /// the protocol stream or read protocol bytes.
+    pub(crate) fn take(mode: Mode) -> io::Result<(Input, Output)> {
+        io::stdout().flush()?;
+        let input = File::from(io::stdin().as_fd().try_clone_to_owned()?);
+        let output = File::from(io::stdout().as_fd().try_clone_to_owned()?);
+        let null = File::open("/dev/null")?;
+        rustix::stdio::dup2_stdin(&null)?;
+        rustix::stdio::dup2_stdout(io::stderr())?;
+        let input: Input = if mode == Mode::Pipes && is_fifo(&input) {
+            Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(input))?)
+        } else {
+            Box::new(tokio::fs::File::from_std(input))
+        };
+        let output: Output = if mode == Mode::Pipes && is_fifo(&output) {
+            Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(output))?)
+        } else {
+            Box::new(tokio::fs::File::from_std(output))
+        };
+        Ok((input, output))
+    }
+
+    fn is_fifo(file: &File) -> bool {
+        file.metadata().is_ok_and(|meta| meta.file_type().is_fifo())
+    }
+
+    /// Resolves to the number of the first `SIGTERM` (15) or `SIGINT` (2).
+    pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (term, int) = (SignalKind::terminate(), SignalKind::interrupt());
+        let (mut on_term, mut on_int) = (signal(term)?, signal(int)?);
+        Ok(async move {
+            tokio::select! {
+                _ = on_term.recv() => term.as_raw_value(),
+                _ = on_int.recv() => int.as_raw_value(),
+            }
+        })
+    }
+}
+
+#[cfg(windows)]
+mod imp {
+    use std::future::Future;
+    use std::io::{self, Write as _};
+
+    use super::{Input, Mode, Output};
+
+    /// Takes tokio's stdin and stdout (both on the blocking pool: Windows
+    /// pipes given as standard handles are synchronous).
+    pub(crate) fn take(_mode: Mode) -> io::Result<(Input, Output)> {
+        io::stdout().flush()?;
+        Ok((Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout())))
+    }
+
+    /// Resolves to the number of the first console control event: Ctrl-C
+    /// (`CTRL_C_EVENT` = 0) or Ctrl-Break (`CTRL_BREAK_EVENT` = 1).
+    pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
+        use tokio::signal::windows::{ctrl_break, ctrl_c};
+        let (mut on_c, mut on_break) = (ctrl_c()?, ctrl_break()?);
+        Ok(async move {
+            tokio::select! {
+                _ = on_c.recv() => 0,
+                _ = on_break.recv() => 1,
+            }
+        })
+    }
+}
+
+/// Takes the process's stdin and stdout for the protocol (see the module
+/// docs for what each platform does to the standard streams).
+pub(crate) fn take(mode: Mode) -> io::Result<(Input, Output)> {
+    imp::take(mode)
+}
+
+/// Resolves to the number of the first signal that ends the input:
+/// `SIGTERM` (15) or `SIGINT` (2) on unix, Ctrl-C (0) or Ctrl-Break (1) on
+/// Windows. Handlers are installed when this is called.
+pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
+    imp::shutdown_signals()
+}
