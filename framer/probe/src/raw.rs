@@ -126,7 +126,9 @@ impl RawConn {
     /// Spawns the target's server in a new process group.
     /// Spawns `command` in a new process group; returns it with its pid.
     pub(crate) fn spawn(mut command: tokio::process::Command, setup: RawSetup) -> io::Result<RawConn> {
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
         let mut child = command.spawn()?;
         let missing = || io::Error::other("the child's stdio was not piped");
         let stdin = child.stdin.take().ok_or_else(missing)?;
@@ -146,7 +148,7 @@ impl RawConn {
                     return;
                 }
                 if was_paused {
-                    let queued = rustix::io::ioctl_fionread(&stdout).unwrap_or(u64::MAX);
+                    let queued = queued_bytes(&stdout);
                     out_counters.queued_at_resume.store(queued, Ordering::Relaxed);
                 }
                 // A pause stops reading at once, even in the middle of a
@@ -394,4 +396,17 @@ fn classify(frame: &[u8], excerpt: usize) -> RawEvent {
         }),
         Err(_) => RawEvent::NotJsonRpc { len: frame.len(), excerpt: quote() },
     }
+}
+
+/// The bytes waiting in the pipe (`FIONREAD`); `u64::MAX` where unknown
+/// (Windows).
+#[cfg(unix)]
+fn queued_bytes(stdout: &tokio::process::ChildStdout) -> u64 {
+    rustix::io::ioctl_fionread(stdout).unwrap_or(u64::MAX)
+}
+
+/// The bytes waiting in the pipe: unknown on Windows (`u64::MAX`).
+#[cfg(not(unix))]
+fn queued_bytes(_stdout: &tokio::process::ChildStdout) -> u64 {
+    u64::MAX
 }

@@ -314,7 +314,22 @@ pub(crate) fn note_skipped(noise: &mut Noise, check: &str, skipped: &SkippedFram
     }
 }
 
+/// Whether this platform lets the probe list a server's processes (the scan
+/// reads Linux's `/proc`); where it does not, the checks say so.
+pub(crate) const SCANS_PROCESSES: bool = cfg!(target_os = "linux");
+
+/// What the evidence says where [`SCANS_PROCESSES`] is false.
+pub(crate) const NO_SCAN: &str =
+    "the server's child processes are not checked on this platform (the scan reads Linux's /proc)";
+
 /// Sends SIGKILL to process group `pgid` (ignoring a group that is gone).
+/// On Windows nothing: every session's server runs in a Job Object of its
+/// own, terminated when the session is dropped.
+#[cfg(not(unix))]
+pub(crate) fn kill_group(_pgid: u32) {}
+
+/// Sends SIGKILL to process group `pgid` (ignoring a group that is gone).
+#[cfg(unix)]
 pub(crate) fn kill_group(pgid: u32) {
     let Some(pid) = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw) else {
         return;
@@ -323,6 +338,7 @@ pub(crate) fn kill_group(pgid: u32) {
 }
 
 /// `/proc/PID/cmdline`, its arguments joined by spaces (empty if gone).
+#[cfg(unix)]
 pub(crate) fn cmdline(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let args: Vec<String> =
@@ -330,8 +346,17 @@ pub(crate) fn cmdline(pid: u32) -> String {
     args.join(" ")
 }
 
+/// Live processes whose process group is one of `groups`: the scan reads
+/// Linux's `/proc`, so on other platforms none are found (the checks that
+/// compare a server's children before and after say so in their evidence).
+#[cfg(not(unix))]
+pub(crate) fn group_members(_groups: &[u32]) -> Vec<Leftover> {
+    Vec::new()
+}
+
 /// Live (not zombie) processes whose process group is one of `groups`,
 /// read from `/proc`.
+#[cfg(unix)]
 pub(crate) fn group_members(groups: &[u32]) -> Vec<Leftover> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();

@@ -195,6 +195,9 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         ),
         (n, _, Era::Legacy) => result.info(format!("{n} late response(s) to the cancelled call arrived (allowed in the legacy era; the host drops them)")),
     }
+    if !crate::target::SCANS_PROCESSES {
+        result.info(crate::target::NO_SCAN);
+    }
     if !children.is_empty() {
         if survivors.is_empty() {
             result.info(format!(

@@ -55,6 +55,9 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
         _ => result.note(Verdict::Warn, format!("ended at stage {:?}{during}", report.stage)),
     }
     let Some(pgid) = pgid else { return };
+    if !crate::target::SCANS_PROCESSES {
+        return result.info(crate::target::NO_SCAN);
+    }
     // The leader is gone; give its children a moment to follow.
     let deadline = Instant::now() + Duration::from_millis(500);
     let left = loop {
