@@ -8,12 +8,50 @@
 //! code (a thread that kills the child when the limit passes).
 
 use std::future::Future;
+#[cfg(unix)]
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+/// Whether `status` is that of a server the host killed: `SIGKILL` on unix;
+/// on Windows exit code 1, which terminating the server's job gives every
+/// process in it.
+pub fn killed(status: &std::process::ExitStatus) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(status) == Some(9);
+    #[cfg(windows)]
+    return status.code() == Some(1);
+}
+
+/// Whether `status` is that of a server stopped by the shutdown sequence's
+/// request to exit, after its stdin was closed and ignored: `SIGTERM` on
+/// unix; on Windows, which has no such request, the job terminated
+/// ([`killed`]).
+pub fn terminated(status: &std::process::ExitStatus) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(status) == Some(15);
+    #[cfg(windows)]
+    return killed(status);
+}
+
+/// Whether a live process holds the exclusive lock on `path` (a
+/// `proc_fixture hold`): the lock goes with its holder, so this is a
+/// liveness check that works the same on unix and Windows.
+pub fn lock_held(path: &std::path::Path) -> bool {
+    std::fs::File::open(path).is_ok_and(|file| matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
+/// A fresh path for a lock file in the temporary directory, unique to this
+/// process and `name`.
+pub fn lock_path(name: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("mcp-framer-{name}-{}-{n}.lock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
 
 /// How often [`eventually`] and [`eventually_async`] poll.
 pub const POLL: Duration = Duration::from_millis(5);
@@ -119,11 +157,13 @@ fn settled(deadline: Instant, condition: &mut impl FnMut() -> bool) -> Option<bo
 /// Bytes written into the pipe `fd` (either end) and not yet read by the
 /// other side (`FIONREAD`). Zero on the write end of a child's stdin means
 /// the child has read everything sent so far.
-pub fn unread_bytes(fd: impl AsFd) -> io::Result<u64> {
+#[cfg(unix)]
+pub fn unread_bytes(fd: impl std::os::fd::AsFd) -> io::Result<u64> {
     Ok(rustix::io::ioctl_fionread(fd)?)
 }
 
 /// Checks of other processes through Linux's `/proc`.
+#[cfg(unix)]
 pub mod proc {
     /// Pids of the live (not zombie) processes in process group `pgid`.
     /// Killed grandchildren are orphans only PID 1 can reap, so they may
@@ -229,6 +269,7 @@ mod tests {
         assert!(!eventually(Duration::from_millis(20), || false));
     }
 
+    #[cfg(unix)]
     #[test]
     fn unread_bytes_counts_what_the_reader_has_not_taken() {
         use std::io::{Read, Write};
@@ -240,6 +281,7 @@ mod tests {
         assert_eq!(unread_bytes(&writer).unwrap(), 0);
     }
 
+    #[cfg(unix)]
     #[test]
     fn this_process_is_alive_and_in_its_own_group_listing() {
         let me = std::process::id();

@@ -4,6 +4,8 @@
 //! kills the whole process group with no runtime running. Each test has a
 //! watchdog.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::time::{Duration, Instant};

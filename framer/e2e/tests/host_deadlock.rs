@@ -6,6 +6,8 @@
 //! 2. The same request through the host transport completes (or, under a
 //!    smaller limit, is refused by it) and the child finishes its write.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::io::{BufRead, BufReader, Write};

@@ -2,6 +2,8 @@
 //! sequence (stdin close, SIGTERM, SIGKILL) against servers that ignore each
 //! step.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::os::unix::process::ExitStatusExt;

@@ -4,6 +4,8 @@
 //! error, silence, or exiting); a modern-only one cannot be opened as
 //! legacy. Every case runs on the multi-thread runtime, three times.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::time::Duration;

@@ -7,6 +7,8 @@
 //! Each case runs in a fresh process, under the watchdog below (and the
 //! fixture's own 60 s one).
 
+#![cfg(unix)]
+
 use std::process::Command;
 use std::time::Duration;
 

@@ -2,6 +2,8 @@
 //! answers them -32601 (method not found) saying so, and counts them and the
 //! notifications nobody receives as unconsumed, never as overload.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use host_support::{config, eventually, reports, spawn, text, tool, watchdog};

@@ -8,6 +8,8 @@
 //! 128 MiB each of 64 KiB and of 1 MiB notifications. The fixture writes
 //! many frames per `write(2)`; the run takes seconds even in a debug build.
 
+#![cfg(unix)]
+
 use std::time::{Duration, Instant};
 
 use mcp_framer_e2e::support;

@@ -4,6 +4,8 @@
 //! keeps its deadline and its error says an oversize frame was skipped while
 //! it waited. And the metrics agree while a skip is in progress.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::time::{Duration, Instant};

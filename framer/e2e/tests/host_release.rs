@@ -83,9 +83,10 @@ async fn a_response_just_over_the_limit_under_fail_ends_the_session_and_a_restar
                 if *max_frame == LIMIT as u64 && *seen > LIMIT as u64),
             "{closed}"
         );
-        // The child was killed on purpose: SIGKILL, not a normal exit.
+        // The child was killed on purpose: SIGKILL (its job terminated on
+        // Windows), not a normal exit.
         let status = closed.exit_status().expect("the child was reaped");
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{closed}");
+        assert!(mcp_framer_e2e::support::killed(&status), "{closed}");
         // The message is for humans: its wording is its contract.
         let message = closed.to_string();
         assert!(message.contains("transport limit") && message.contains("killed"), "{message}");
@@ -253,13 +254,13 @@ async fn a_timeout_sends_the_cancellation_itself() {
 async fn initialize_is_never_cancelled() {
     watchdog("initialize timeout", async {
         // A server that never answers and echoes its stdin to stderr.
-        let mut command = tokio::process::Command::new("sh");
-        command.args(["-c", "cat >&2"]);
-        let (session, _inbound) = Session::spawn(command, config()).expect("spawn sh");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_proc_fixture"));
+        command.arg("stdin-to-stderr");
+        let (session, _inbound) = Session::spawn(command, config()).expect("spawn proc_fixture");
         let short = Duration::from_millis(100);
         let init = session.start("initialize", &json!({"protocolVersion": "2025-11-25"})).await.expect("sent");
         let Err(RequestError::TimedOut { cancellation_sent, .. }) = init.with_timeout(short).response().await else {
-            panic!("initialize got an answer from cat?")
+            panic!("initialize got an answer from stdin-to-stderr?")
         };
         assert!(!cancellation_sent, "initialize MUST NOT be cancelled");
         let ping = session.start("ping", &()).await.expect("sent");
@@ -267,7 +268,7 @@ async fn initialize_is_never_cancelled() {
         assert!(!session.cancel(1, "never").await, "initialize cannot be cancelled explicitly either");
         assert!(session.cancel(explicit.id(), "explicit").await);
         let Err(RequestError::TimedOut { cancellation_sent, .. }) = ping.with_timeout(short).response().await else {
-            panic!("ping got an answer from cat?")
+            panic!("ping got an answer from stdin-to-stderr?")
         };
         assert!(cancellation_sent);
         drop(explicit);

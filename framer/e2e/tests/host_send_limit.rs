@@ -1,6 +1,8 @@
 //! `SessionConfig::max_send`: a frame over the server's limit is refused
 //! before anything is written, and the session goes on.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use host_support::{config, ping_within_a_second, spawn, text, tool, watchdog};

@@ -10,6 +10,8 @@
 //! `write(2)` calls were blocked; the test compares the two in the same run,
 //! with a wide margin, and checks the counts.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::time::Duration;

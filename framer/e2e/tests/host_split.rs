@@ -2,6 +2,8 @@
 //! the child splits across `write(2)` calls, and 1-byte writes, arrive
 //! byte-exact.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use host_support::{config, payload, ping_within_a_second, spawn, text, tool, watchdog};

@@ -9,6 +9,8 @@
 //! against third-party servers, `scripts/wake-order`) against the
 //! `hostile_server` fixture; the others run here, each under a watchdog.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::process::Command;

@@ -3,6 +3,8 @@
 //! lines land right before their response, diagnostics stay on stderr, and the
 //! byte/frame counters match what the parent actually read.
 
+#![cfg(unix)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};

@@ -8,6 +8,8 @@
 //! The probe binary is `probe_cli` (this crate's thin wrapper around
 //! `mcp_probe::main`), since a test can only name its own package's binaries.
 
+#![cfg(unix)]
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

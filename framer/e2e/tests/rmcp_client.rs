@@ -13,6 +13,8 @@
 //! `call_tool` has none): a request whose response was dropped waits forever,
 //! and the deadline tells the two apart. Every test runs under a watchdog.
 
+#![cfg(unix)]
+
 mod host_support;
 
 use std::process::Stdio;

@@ -5,6 +5,8 @@
 //! differences stays true; and a cancelled `run` call kills its process
 //! group, driven by an rmcp client over `mcp_framer_rmcp::ChildProcess`.
 
+#![cfg(unix)]
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -4,6 +4,8 @@
 //! -32000 at once, and every admitted one is answered too (here at
 //! shutdown, as abandoned).
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::time::Duration;

@@ -3,6 +3,8 @@
 //! stays within its byte budget on the wire and its cursors walk every item
 //! exactly once; byte previews and subprocess captures stay bounded.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::time::Duration;

@@ -4,6 +4,8 @@
 //! its response — plus late and unknown cancellations. Each is followed by a
 //! small second request that must be answered within 1 s.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::io::{ErrorKind, Read, Write};

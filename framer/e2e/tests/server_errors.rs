@@ -5,6 +5,8 @@
 //! one rule; an unterminated oversize message at EOF is counted and answered;
 //! a second `initialize` is refused.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::time::Duration;

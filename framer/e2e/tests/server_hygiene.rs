@@ -4,6 +4,8 @@
 //! calls for while the session continues, and stdin EOF shuts down within
 //! the grace period.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::time::{Duration, Instant};

@@ -4,6 +4,8 @@
 //! wait behind large results; and past its bounded reply backlog the loop
 //! stops reading stdin (counted, logged) instead of dropping replies.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::collections::HashMap;

@@ -3,6 +3,8 @@
 //! every call is cancelled and answered, every tool process group is killed,
 //! stdout is flushed, and the process exits `128 + signal` after its report.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::time::Duration;

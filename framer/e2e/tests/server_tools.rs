@@ -4,6 +4,8 @@
 //! structured results declare an `outputSchema` and carry their JSON in the
 //! first text block.
 
+#![cfg(unix)]
+
 mod server_support;
 
 use std::time::Duration;

@@ -147,7 +147,6 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, BufRead};
-use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::thread;
@@ -193,13 +192,22 @@ pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) ->
     crate::parse_args(argv).map_or_else(|code| code, run)
 }
 
+/// A second handle on stdout, written without Rust's stdout lock and buffer.
+fn dup_stdout() -> io::Result<File> {
+    #[cfg(unix)]
+    let owned = std::os::fd::AsFd::as_fd(&io::stdout()).try_clone_to_owned()?;
+    #[cfg(windows)]
+    let owned = std::os::windows::io::AsHandle::as_handle(&io::stdout()).try_clone_to_owned()?;
+    Ok(File::from(owned))
+}
+
 /// Serves stdio with parsed `args`; see the module documentation.
 pub fn run(args: Args) -> ExitCode {
     if args.on_start.is_none() && !args.arg.is_empty() {
         log("warning: --arg given without --on-start; ignored");
     }
-    let out = match io::stdout().as_fd().try_clone_to_owned() {
-        Ok(fd) => File::from(fd),
+    let out = match dup_stdout() {
+        Ok(file) => file,
         Err(e) => {
             log(format_args!("cannot duplicate stdout: {e}"));
             return ExitCode::FAILURE;

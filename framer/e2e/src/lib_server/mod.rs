@@ -26,8 +26,10 @@
 //! * `echo` (`text`): the text back.
 //! * `slow` (`ms` = 30000): waits `ms` milliseconds (cancellable), then
 //!   answers `slept`.
-//! * `subprocess` (`script` = `sleep 30 & sleep 30; wait`): runs `sh -c
-//!   script` in its own process group tied to the request; reports the child
+//! * `subprocess` (`script` = `sleep 30 & sleep 30; wait`, or `command`,
+//!   an array of program and arguments, which takes precedence and needs no
+//!   shell): runs `sh -c script` (or `command`) in its own process tree
+//!   tied to the request; reports the child
 //!   pid on stderr (`child_spawned`) and as a `notifications/progress`
 //!   (message `pid N`) when the call has a progress token; answers with the
 //!   exit status.

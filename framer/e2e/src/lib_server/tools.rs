@@ -49,9 +49,21 @@ pub(super) async fn slow(call: Call) -> Result<ToolResult, RpcError> {
 
 pub(super) async fn subprocess(call: Call) -> Result<ToolResult, RpcError> {
     let args = started(&call)?;
-    let script = arg_str(&args, "script", "sleep 30 & sleep 30; wait");
-    let mut command = tokio::process::Command::new("sh");
-    command.args(["-c", script]).stdin(Stdio::null()).stdout(Stdio::null());
+    let argv: Vec<&str> =
+        args.get("command").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut command = match argv.split_first() {
+        Some((program, rest)) => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(rest);
+            command
+        }
+        None => {
+            let mut command = tokio::process::Command::new("sh");
+            command.args(["-c", arg_str(&args, "script", "sleep 30 & sleep 30; wait")]);
+            command
+        }
+    };
+    command.stdin(Stdio::null()).stdout(Stdio::null());
     let mut child = call.spawn_child(&mut command).map_err(RpcError::internal)?;
     let pid = child.id().unwrap_or(0);
     crate::report::emit(report::CHILD_SPAWNED, &json!({"id": call.id(), "pid": pid}));

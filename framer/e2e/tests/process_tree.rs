@@ -1,0 +1,133 @@
+//! A server's process tree, on unix and Windows alike: whatever the server
+//! starts goes with it when the host drops or shuts down its connection, and
+//! a cancelled tool call takes its grandchild down (a process group on
+//! unix, a Job Object on Windows). The grandchild is a `proc_fixture hold`
+//! that keeps the server's pipes open (on Windows a plain `Child::kill`
+//! would orphan it and no EOF would ever come); its lock file is the
+//! liveness check, the same on both platforms. Every wait is a bounded
+//! condition, every test has a watchdog, and the runtime is multi-threaded.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_framer_e2e::support::{eventually_async, lock_held, lock_path, watchdog};
+use mcp_framer_stdio::host::{Connection, RequestError, Session, SessionConfig, ShutdownStage};
+use serde_json::json;
+use tokio::process::Command;
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+/// How long a started holder may take to take its lock, and a killed one
+/// to let go of it.
+const BOUND: Duration = Duration::from_secs(10);
+const ROUNDS: usize = 3;
+
+fn fixture(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_proc_fixture"));
+    command.args(args);
+    command
+}
+
+fn holder(lock: &Path, read_stdin: bool) -> Command {
+    let lock = lock.to_str().expect("utf-8 temp path");
+    let mut command = fixture(&["spawn-holder", lock]);
+    if read_stdin {
+        command.arg("--read-stdin");
+    }
+    command
+}
+
+async fn held(lock: &Path) {
+    assert!(eventually_async(BOUND, || lock_held(lock)).await, "the grandchild never took {}", lock.display());
+}
+
+async fn released(lock: &Path, what: &str) {
+    assert!(
+        eventually_async(BOUND, || !lock_held(lock)).await,
+        "{what}: the grandchild still holds {}",
+        lock.display()
+    );
+    let _ = std::fs::remove_file(lock);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_connection_kills_the_server_and_its_grandchild() {
+    watchdog(WATCHDOG, "drop kills the tree", async {
+        for _ in 0..ROUNDS {
+            let lock = lock_path("drop");
+            let (connection, _inbound) =
+                Connection::spawn(holder(&lock, false), SessionConfig::default()).expect("spawn");
+            held(&lock).await;
+            drop(connection);
+            released(&lock, "after the drop").await;
+        }
+    })
+    .await;
+}
+
+#[test]
+fn a_connection_dropped_after_its_runtime_still_kills_the_tree() {
+    for _ in 0..ROUNDS {
+        let lock = lock_path("runtime");
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let connection = runtime.block_on(async {
+            let (connection, _inbound) =
+                Connection::spawn(holder(&lock, false), SessionConfig::default()).expect("spawn");
+            held(&lock).await;
+            connection
+        });
+        // The supervisor task goes with the runtime; `Drop` needs none.
+        drop(runtime);
+        drop(connection);
+        assert!(mcp_framer_e2e::support::eventually(BOUND, || !lock_held(&lock)), "the grandchild outlived the drop");
+        let _ = std::fs::remove_file(&lock);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_removes_what_the_exited_server_left_in_its_tree() {
+    watchdog(WATCHDOG, "shutdown kills the leftovers", async {
+        for _ in 0..ROUNDS {
+            let lock = lock_path("shutdown");
+            // The server exits at the end of its stdin, leaving the holder.
+            let (connection, _inbound) =
+                Connection::spawn(holder(&lock, true), SessionConfig::default()).expect("spawn");
+            held(&lock).await;
+            let report = connection.shutdown().await;
+            assert_eq!(report.stage, ShutdownStage::StdinClosed, "{report:?}");
+            assert!(report.exit_status.is_some_and(|s| s.success()), "{report:?}");
+            // The connection is still alive: the shutdown itself killed the tree.
+            released(&lock, "after the shutdown").await;
+            drop(connection);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_kills_its_grandchild_and_the_next_request_completes() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lib_server"));
+    command.env("RUST_BACKTRACE", "0");
+    let (session, _inbound) = Session::spawn(command, SessionConfig::default()).expect("spawn lib_server");
+    watchdog(WATCHDOG, "cancellation reaches the grandchild", async {
+        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "process_tree", "version": "0"}});
+        session.request("initialize", &init).await.expect("initialize");
+        session.notify("notifications/initialized", &json!({})).await.expect("initialized");
+        for _ in 0..ROUNDS {
+            let lock = lock_path("cancel");
+            let holder = lock.to_str().expect("utf-8 temp path");
+            let program = env!("CARGO_BIN_EXE_proc_fixture");
+            let call = json!({"name": "subprocess", "arguments": {"command": [program, "spawn-holder", holder]}});
+            let pending = session.start("tools/call", &call).await.expect("sent");
+            held(&lock).await;
+            assert!(session.cancel(pending.id(), "process_tree test").await, "cancellation sent");
+            let outcome = pending.response().await;
+            assert!(matches!(outcome, Err(RequestError::Cancelled { .. })), "{outcome:?}");
+            released(&lock, "after the cancellation").await;
+            let ping = session.start("ping", &json!({})).await.expect("sent").with_timeout(Duration::from_secs(5));
+            assert!(ping.response().await.is_ok(), "the next request completes after a cancel");
+        }
+    })
+    .await;
+    let report = watchdog(WATCHDOG, "lib_server shutdown", session.shutdown()).await;
+    assert!(report.exit_status.is_some_and(|s| s.success()), "{report:?}");
+}
