@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use mcp_framer_e2e::support::{eventually_async, lock_held, lock_path, watchdog};
-use mcp_framer_stdio::host::{Connection, RequestError, Session, SessionConfig, ShutdownStage};
+use mcp_framer_stdio::host::{CloseReason, Connection, RequestError, Session, SessionConfig, ShutdownStage};
 use serde_json::json;
 use tokio::process::Command;
 
@@ -27,12 +27,12 @@ fn fixture(args: &[&str]) -> Command {
     command
 }
 
-fn holder(lock: &Path, read_stdin: bool) -> Command {
+/// A server that starts a lock holder, then waits for it (`then` = None),
+/// or reads its stdin to EOF (`--read-stdin`), or exits at once (`--exit`).
+fn holder(lock: &Path, then: Option<&str>) -> Command {
     let lock = lock.to_str().expect("utf-8 temp path");
     let mut command = fixture(&["spawn-holder", lock]);
-    if read_stdin {
-        command.arg("--read-stdin");
-    }
+    command.args(then);
     command
 }
 
@@ -55,7 +55,7 @@ async fn dropping_a_connection_kills_the_server_and_its_grandchild() {
         for _ in 0..ROUNDS {
             let lock = lock_path("drop");
             let (connection, _inbound) =
-                Connection::spawn(holder(&lock, false), SessionConfig::default()).expect("spawn");
+                Connection::spawn(holder(&lock, None), SessionConfig::default()).expect("spawn");
             held(&lock).await;
             drop(connection);
             released(&lock, "after the drop").await;
@@ -71,7 +71,7 @@ fn a_connection_dropped_after_its_runtime_still_kills_the_tree() {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let connection = runtime.block_on(async {
             let (connection, _inbound) =
-                Connection::spawn(holder(&lock, false), SessionConfig::default()).expect("spawn");
+                Connection::spawn(holder(&lock, None), SessionConfig::default()).expect("spawn");
             held(&lock).await;
             connection
         });
@@ -83,6 +83,35 @@ fn a_connection_dropped_after_its_runtime_still_kills_the_tree() {
     }
 }
 
+#[test]
+fn a_runtime_shut_down_after_its_server_exited_does_not_wait_for_the_leftovers() {
+    for _ in 0..ROUNDS {
+        let lock = lock_path("exited");
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let connection = runtime.block_on(async {
+            let (connection, _inbound) =
+                Connection::spawn(holder(&lock, Some("--exit")), SessionConfig::default()).expect("spawn");
+            held(&lock).await;
+            // The server is gone; the holder it left keeps stdout open.
+            let closed = watchdog(WATCHDOG, "the server's exit", connection.wait_closed()).await;
+            assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
+            connection
+        });
+        // The reader still waits on stdout. Shutting the runtime down drops
+        // it, and the tree goes with it: the shutdown does not wait for the
+        // holder (on Windows the read is a blocking call that would).
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(runtime);
+            let _ = done.send(());
+        });
+        finished.recv_timeout(BOUND).expect("the runtime's shutdown waited for the server's leftovers");
+        assert!(mcp_framer_e2e::support::eventually(BOUND, || !lock_held(&lock)), "the holder outlived the runtime");
+        let _ = std::fs::remove_file(&lock);
+        drop(connection);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_removes_what_the_exited_server_left_in_its_tree() {
     watchdog(WATCHDOG, "shutdown kills the leftovers", async {
@@ -90,7 +119,7 @@ async fn shutdown_removes_what_the_exited_server_left_in_its_tree() {
             let lock = lock_path("shutdown");
             // The server exits at the end of its stdin, leaving the holder.
             let (connection, _inbound) =
-                Connection::spawn(holder(&lock, true), SessionConfig::default()).expect("spawn");
+                Connection::spawn(holder(&lock, Some("--read-stdin")), SessionConfig::default()).expect("spawn");
             held(&lock).await;
             let report = connection.shutdown().await;
             assert_eq!(report.stage, ShutdownStage::StdinClosed, "{report:?}");

@@ -275,3 +275,51 @@ impl Killer {
 pub(crate) fn failed_status() -> ExitStatus {
     imp::failed_status()
 }
+
+/// Kills a tree if it is dropped armed: held by a host task's future, it
+/// fires when the runtime shuts down (dropping every task) while the
+/// connection still lives. On Windows tokio reads and writes a child's
+/// pipes on the blocking pool, and the runtime's shutdown waits for those
+/// calls: without the kill, it would wait until the server's whole tree
+/// exited by itself.
+#[cfg(feature = "host")]
+#[derive(Debug)]
+pub(crate) struct Guard(Option<Killer>);
+
+#[cfg(feature = "host")]
+impl Guard {
+    /// Armed with `killer`.
+    pub(crate) fn new(killer: Killer) -> Guard {
+        Guard(Some(killer))
+    }
+
+    /// Armed with `killer` if it stops a tree (safe to kill at any time),
+    /// disarmed for a lone child (whose pid may be reused once reaped).
+    pub(crate) fn for_tree(killer: Killer) -> Guard {
+        Guard(Some(killer).filter(Killer::tree))
+    }
+
+    /// The task ended on its own: nothing to kill.
+    pub(crate) fn disarm(&mut self) {
+        self.0 = None;
+    }
+
+    /// The child was reaped: a lone pid is no longer ours to kill (a tree
+    /// still is).
+    pub(crate) fn reaped(&mut self) {
+        if self.0.as_ref().is_some_and(|killer| !killer.tree()) {
+            self.0 = None;
+        }
+    }
+}
+
+#[cfg(feature = "host")]
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(killer) = self.0.take()
+            && let Err(e) = killer.kill()
+        {
+            tracing::trace!("killing the server as its runtime shuts down: {e}");
+        }
+    }
+}

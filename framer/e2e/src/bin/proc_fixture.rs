@@ -7,11 +7,11 @@
 //!   until killed (at most 120 s, a backstop). The lock is free again only
 //!   once this process is gone: [`lock_held`](mcp_framer_e2e::support::lock_held)
 //!   is the tests' liveness check for a grandchild, on both platforms.
-//! * `spawn-holder LOCK [--read-stdin]`: starts `hold LOCK` as its child
-//!   (stdin null, stdout and stderr inherited, so the grandchild keeps the
-//!   host's pipes open), reports `pid N` on stderr, then waits for it; with
-//!   `--read-stdin` it reads stdin to EOF instead and exits 0, leaving the
-//!   holder behind in its tree.
+//! * `spawn-holder LOCK [--read-stdin | --exit]`: starts `hold LOCK` as its
+//!   child (stdin null, stdout and stderr inherited, so the grandchild keeps
+//!   the host's pipes open), reports `pid N` on stderr, then waits for it;
+//!   with `--read-stdin` it reads stdin to EOF instead and exits 0, with
+//!   `--exit` it exits 0 at once, leaving the holder behind in its tree.
 
 use std::io::{self, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
@@ -37,15 +37,19 @@ fn main() -> ExitCode {
             let mut holder =
                 Command::new(me).args(["hold", lock]).stdin(Stdio::null()).spawn().expect("spawn the holder");
             let _ = writeln!(io::stderr(), "pid {}", holder.id());
-            if rest == ["--read-stdin"] {
-                let _ = io::stdin().lock().read_to_end(&mut Vec::new());
-                return ExitCode::SUCCESS;
+            match rest {
+                ["--read-stdin"] => {
+                    let _ = io::stdin().lock().read_to_end(&mut Vec::new());
+                    return ExitCode::SUCCESS;
+                }
+                ["--exit"] => return ExitCode::SUCCESS,
+                _ => {}
             }
             let _ = holder.wait();
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("usage: proc_fixture stdin-to-stderr | hold LOCK | spawn-holder LOCK [--read-stdin]");
+            eprintln!("usage: proc_fixture stdin-to-stderr | hold LOCK | spawn-holder LOCK [--read-stdin | --exit]");
             ExitCode::from(2)
         }
     }

@@ -125,9 +125,17 @@ impl Connection {
         let (writer, writer_task) =
             Writer::spawn_watched(stdin, config.write_timeout, Arc::clone(&metrics), Some(stalled_tx));
         let (inbound, queue) = inbound_channel();
-        let reader = Reader::with_metrics(&config, inbound, Arc::clone(&metrics))
-            .attach(writer.clone(), responses.clone())
-            .spawn(stdout);
+        let reader =
+            Reader::with_metrics(&config, inbound, Arc::clone(&metrics)).attach(writer.clone(), responses.clone());
+        // Dropped before the end of stdout (the runtime shuts down, maybe
+        // after the server exited and left a process holding stdout): the
+        // tree goes, so no read is left pending.
+        let mut guard = tree::Guard::for_tree(killer.clone());
+        let reader = tokio::spawn(async move {
+            let report = reader.run(stdout).await;
+            guard.disarm();
+            report
+        });
         let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail), Arc::clone(&metrics), config.stderr_log));
         let (signals, signals_rx) = mpsc::channel(8);
         let (exit_tx, exit) = watch::channel(None);

@@ -144,7 +144,8 @@ pub(crate) async fn stop_child(
 impl Supervisor {
     /// Runs until the child is reaped and the session is closed.
     pub(crate) async fn run(mut self) {
-        let mut guard = Unreaped { killer: Some(self.killer.clone()) };
+        // Dropped before the end (the runtime shuts down): the tree goes.
+        let mut guard = tree::Guard::new(self.killer.clone());
         let mut status: Option<ExitStatus> = None;
         let mut reader_done = false;
         let mut deadline: Option<Instant> = None;
@@ -210,7 +211,7 @@ impl Supervisor {
                 }
             }
         }
-        guard.killer = None;
+        guard.disarm();
         if self.session_gone {
             self.reader.abort();
             self.stderr.abort();
@@ -278,35 +279,6 @@ impl Supervisor {
             Ok(true) => tracing::debug!("sent {signal:?} to the server (pid {pid})"),
             Ok(false) => tracing::debug!("no {signal:?} on this platform for the server (pid {pid})"),
             Err(e) => tracing::warn!("sending {signal:?} to the server (pid {pid}) failed: {e}"),
-        }
-    }
-}
-
-/// Kills the child's tree if the supervisor is dropped before its end: the
-/// runtime is shutting down with the connection still alive, and nobody
-/// would stop or reap the server any more. (On Windows tokio reads a
-/// child's stdout on the blocking pool, and the runtime's shutdown waits
-/// for that read: without this, it would wait until the server's whole
-/// tree exited by itself.) A lone child is killed only while unreaped.
-struct Unreaped {
-    killer: Option<Killer>,
-}
-
-impl Unreaped {
-    /// The child was reaped: a lone pid is no longer ours to kill.
-    fn reaped(&mut self) {
-        if self.killer.as_ref().is_some_and(|killer| !killer.tree()) {
-            self.killer = None;
-        }
-    }
-}
-
-impl Drop for Unreaped {
-    fn drop(&mut self) {
-        if let Some(killer) = self.killer.take()
-            && let Err(e) = killer.kill()
-        {
-            tracing::trace!("killing the server as its runtime shuts down: {e}");
         }
     }
 }
