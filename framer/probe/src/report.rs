@@ -278,7 +278,9 @@ impl Report {
         for hint in &self.hints {
             let _ = writeln!(out, "hint ({}, {}): {}: {}", hint.check, hint.behaviour, hint.sdk, hint.advice);
         }
-        if self.leftover_processes.is_empty() {
+        if !crate::target::SCANS_PROCESSES {
+            let _ = writeln!(out, "processes left behind: not checked on this platform (the scan reads Linux's /proc)");
+        } else if self.leftover_processes.is_empty() {
             let _ = writeln!(out, "every server process group is gone");
         } else {
             let list: Vec<String> = self.leftover_processes.iter().map(Leftover::to_string).collect();

@@ -1,5 +1,6 @@
 //! Check 9: close stdin; the server should exit within `--exit-timeout`;
-//! then SIGTERM (and SIGKILL); then no process of its group may be left.
+//! then SIGTERM (and SIGKILL; on Windows: its job terminated); then no
+//! process of its group may be left (checked on Linux).
 //! With `--slow`, the same again while the slow tool runs: work in flight
 //! must not keep the server (or its children) alive past its stdin.
 
@@ -43,6 +44,13 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
                 crate::report::fmt_duration(args.exit_timeout)
             ),
         ),
+        ShutdownStage::Killed if cfg!(windows) => result.note(
+            Verdict::Fail,
+            format!(
+                "still running {} after stdin was closed{during}; terminating its job ended it (Windows has no SIGTERM step)",
+                crate::report::fmt_duration(args.exit_timeout)
+            ),
+        ),
         ShutdownStage::Killed => result.note(
             Verdict::Fail,
             format!(
@@ -51,6 +59,9 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
                 crate::report::fmt_duration(args.term_timeout)
             ),
         ),
+        ShutdownStage::StillRunning if cfg!(windows) => {
+            result.note(Verdict::Fail, format!("still running after its job was terminated{during}"))
+        }
         ShutdownStage::StillRunning => result.note(Verdict::Fail, format!("still running after SIGKILL{during}")),
         _ => result.note(Verdict::Warn, format!("ended at stage {:?}{during}", report.stage)),
     }
