@@ -82,7 +82,10 @@ fn dead(pid: u32) -> bool {
 
 #[test]
 fn dropping_a_connection_kills_its_group_with_no_runtime_running() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // A current-thread runtime runs its tasks only inside `block_on`: once
+    // that returns, no task of the connection can run, while the runtime
+    // (and so its tasks, whose drop would kill the tree) still exists.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (connection, pids) = runtime.block_on(async {
         watchdog("spawn a server with a grandchild", async {
             let mut command = tokio::process::Command::new("sh");
@@ -98,8 +101,6 @@ fn dropping_a_connection_kills_its_group_with_no_runtime_running() {
         })
         .await
     });
-    // The runtime goes first: no task of the connection can run any more.
-    runtime.shutdown_timeout(Duration::from_secs(1));
     assert!(!dead(pids[1]), "the grandchild runs before the drop");
     drop(connection);
     let started = Instant::now();
@@ -107,6 +108,7 @@ fn dropping_a_connection_kills_its_group_with_no_runtime_running() {
         assert!(started.elapsed() < Duration::from_secs(5), "still alive after the drop: {pids:?}");
         std::thread::sleep(Duration::from_millis(10));
     }
+    drop(runtime);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
