@@ -108,20 +108,39 @@ mod imp {
     use process_wrap::tokio::{ChildWrapper, CommandWrap, JobObject, KillOnDrop};
     use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 
+    /// `ERROR_INTERNAL_ERROR`: seen once when a test fixture was spawned in
+    /// a job under Wine 8 in CI, not reproduced in 45 further runs of the
+    /// same tests under load.
+    const ERROR_INTERNAL_ERROR: i32 = 1359;
+
     pub(crate) fn spawn(command: &mut Command, tree: bool) -> io::Result<(super::Child, super::Killer)> {
         let child: Box<dyn ChildWrapper> = if tree {
-            // process-wrap owns the command while it spawns; it is given back
-            // (with the job's creation flags) whatever the outcome.
-            let mut wrap = CommandWrap::from(std::mem::replace(command, Command::new("")));
-            wrap.wrap(JobObject).wrap(KillOnDrop);
-            let spawned = wrap.spawn();
-            *command = wrap.into_command();
-            spawned?
+            // One retry on an internal error: a failed job spawn leaves
+            // nothing running (process-wrap terminates the suspended child
+            // when its job cannot be set up), so trying again is safe.
+            match spawn_job(command) {
+                Err(e) if e.raw_os_error() == Some(ERROR_INTERNAL_ERROR) => {
+                    tracing::warn!("spawning in a job failed ({e}); retrying once");
+                    spawn_job(command)?
+                }
+                spawned => spawned?,
+            }
         } else {
             Box::new(command.spawn()?)
         };
         let shared = Arc::new(Mutex::new(child));
         Ok((super::Child(Child { shared: Arc::clone(&shared), tree }), super::Killer(Killer { shared, tree })))
+    }
+
+    /// Spawns `command` in a Job Object of its own. process-wrap owns the
+    /// command while it spawns; it is given back (with the job's creation
+    /// flags) whatever the outcome.
+    fn spawn_job(command: &mut Command) -> io::Result<Box<dyn ChildWrapper>> {
+        let mut wrap = CommandWrap::from(std::mem::replace(command, Command::new("")));
+        wrap.wrap(JobObject).wrap(KillOnDrop);
+        let spawned = wrap.spawn();
+        *command = wrap.into_command();
+        spawned
     }
 
     type Shared = Arc<Mutex<Box<dyn ChildWrapper>>>;
