@@ -8,7 +8,9 @@
 //!
 //! This is the crate's only platform-specific process code: the host's
 //! connection and supervisor and the server's scopes use [`spawn`], a
-//! [`Child`] to wait on and a [`Killer`] to stop it, and nothing else.
+//! [`Child`] to wait on and a [`Killer`] to stop it, and nothing else; the
+//! host's tasks also hold a `Guard`, which kills the tree when the runtime
+//! drops them before their end.
 
 use std::io;
 use std::process::ExitStatus;
