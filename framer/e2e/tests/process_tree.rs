@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_framer_e2e::support::{eventually_async, lock_held, lock_path, watchdog};
+use mcp_framer_e2e::support::{eventually, eventually_async, lock_held, lock_path, watchdog};
 use mcp_framer_stdio::host::{CloseReason, Connection, RequestError, Session, SessionConfig, ShutdownStage};
 use serde_json::json;
 use tokio::process::Command;
@@ -64,22 +64,35 @@ async fn dropping_a_connection_kills_the_server_and_its_grandchild() {
     .await;
 }
 
+/// [`released`] for a test outside any runtime.
+fn released_blocking(lock: &Path, what: &str) {
+    assert!(eventually(BOUND, || !lock_held(lock)), "{what}: the grandchild still holds {}", lock.display());
+    let _ = std::fs::remove_file(lock);
+}
+
+/// Spawns a holder's server on `runtime`, with `then` as in [`holder`], and
+/// returns its connection once the holder has its lock (under the watchdog).
+fn spawn_held(runtime: &tokio::runtime::Runtime, lock: &Path, then: Option<&str>) -> Connection {
+    runtime.block_on(watchdog(WATCHDOG, "spawn a holder", async {
+        let (connection, _inbound) = Connection::spawn(holder(lock, then), SessionConfig::default()).expect("spawn");
+        held(lock).await;
+        connection
+    }))
+}
+
 #[test]
-fn a_connection_dropped_after_its_runtime_still_kills_the_tree() {
+fn dropping_a_connection_kills_the_tree_with_no_runtime_running() {
     for _ in 0..ROUNDS {
-        let lock = lock_path("runtime");
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let connection = runtime.block_on(async {
-            let (connection, _inbound) =
-                Connection::spawn(holder(&lock, None), SessionConfig::default()).expect("spawn");
-            held(&lock).await;
-            connection
-        });
-        // The supervisor task goes with the runtime; `Drop` needs none.
-        drop(runtime);
+        let lock = lock_path("idle");
+        // A current-thread runtime runs its tasks only inside `block_on`:
+        // from here on the connection's tasks exist but cannot run (so
+        // neither the supervisor nor a task's drop can do the killing).
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let connection = spawn_held(&runtime, &lock, None);
+        assert!(lock_held(&lock), "the grandchild runs before the drop");
         drop(connection);
-        assert!(mcp_framer_e2e::support::eventually(BOUND, || !lock_held(&lock)), "the grandchild outlived the drop");
-        let _ = std::fs::remove_file(&lock);
+        released_blocking(&lock, "after a drop with the runtime idle");
+        drop(runtime);
     }
 }
 
@@ -88,15 +101,10 @@ fn a_runtime_shut_down_after_its_server_exited_does_not_wait_for_the_leftovers()
     for _ in 0..ROUNDS {
         let lock = lock_path("exited");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let connection = runtime.block_on(async {
-            let (connection, _inbound) =
-                Connection::spawn(holder(&lock, Some("--exit")), SessionConfig::default()).expect("spawn");
-            held(&lock).await;
-            // The server is gone; the holder it left keeps stdout open.
-            let closed = watchdog(WATCHDOG, "the server's exit", connection.wait_closed()).await;
-            assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
-            connection
-        });
+        let connection = spawn_held(&runtime, &lock, Some("--exit"));
+        // The server is gone; the holder it left keeps stdout open.
+        let closed = runtime.block_on(watchdog(WATCHDOG, "the server's exit", connection.wait_closed()));
+        assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
         // The reader still waits on stdout. Shutting the runtime down drops
         // it, and the tree goes with it: the shutdown does not wait for the
         // holder (on Windows the read is a blocking call that would).
@@ -106,8 +114,7 @@ fn a_runtime_shut_down_after_its_server_exited_does_not_wait_for_the_leftovers()
             let _ = done.send(());
         });
         finished.recv_timeout(BOUND).expect("the runtime's shutdown waited for the server's leftovers");
-        assert!(mcp_framer_e2e::support::eventually(BOUND, || !lock_held(&lock)), "the holder outlived the runtime");
-        let _ = std::fs::remove_file(&lock);
+        released_blocking(&lock, "after the runtime's shutdown");
         drop(connection);
     }
 }
