@@ -73,7 +73,8 @@ pub enum Ending {
     Exited,
     /// The timeout passed; the tree was killed.
     TimedOut,
-    /// The scope was cancelled; the tree was killed.
+    /// The scope was cancelled; the tree was killed. A cancel wins over an
+    /// exit seen at the same poll, which the cancel's kill may have caused.
     Cancelled,
 }
 
@@ -182,9 +183,14 @@ pub async fn capture(command: &mut Command, options: CaptureOptions, scope: &Sco
                 None => std::future::pending().await,
             }
         };
+        // Cancellation is polled first. `Scope::cancel` sets the token before
+        // it kills the trees, so when a cancel is what ended the run, the
+        // token is already set by the time the exit can be seen: an unbiased
+        // select would sometimes call that exit `Exited`.
         tokio::select! {
-            (out, err, status) = run => Stop::Exited(out, err, status),
+            biased;
             () = scope.token().cancelled() => Stop::Killed(Ending::Cancelled),
+            (out, err, status) = run => Stop::Exited(out, err, status),
             () = timeout => Stop::Killed(Ending::TimedOut),
         }
     };
@@ -378,22 +384,88 @@ mod tests {
         });
     }
 
+    /// The moment that makes the cancel-or-exit choice: the cancel has
+    /// killed the child, and by the time the capture is polled again its
+    /// exit and both EOFs are ready as well. The capture must still say
+    /// `Cancelled`. Polled by hand so that both outcomes are ready at once in
+    /// every round; an unbiased choice fails about half of them.
+    #[test]
+    fn a_cancel_whose_kill_is_already_visible_is_still_cancelled() {
+        use std::future::{Future, poll_fn};
+        use std::task::Poll;
+
+        watched(async {
+            for round in 0..20 {
+                let scope = Scope::new();
+                let pid_file = std::env::temp_dir().join(format!("mcp-framer-capture-{}-{round}", std::process::id()));
+                let _ = std::fs::remove_file(&pid_file);
+                let mut command = sh(&format!("echo $$ > {}; exec sleep 30", pid_file.display()));
+                let mut run = std::pin::pin!(capture(&mut command, CaptureOptions::default(), &scope));
+                assert!(poll_fn(|cx| Poll::Ready(run.as_mut().poll(cx).is_pending())).await, "spawned, running");
+                let pid =
+                    wait_for(|| std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse::<u32>().ok()));
+                scope.cancel();
+                // Killed but not reaped: a zombie, until the capture reaps it.
+                wait_for(|| {
+                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                    stat.rsplit(')').next()?.trim_start().starts_with('Z').then_some(())
+                });
+                // Let the reactor see the closed pipes and the SIGCHLD.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let run = run.await.unwrap();
+                let _ = std::fs::remove_file(&pid_file);
+                assert_eq!(run.ending, Ending::Cancelled, "round {round}: {}", run.summary());
+            }
+        });
+    }
+
+    /// Polls `ready` every millisecond until it gives a value; panics after
+    /// 10 s.
+    fn wait_for<T>(mut ready: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(value) = ready() {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "condition not met within 10 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A cancel from another worker thread, landing at different moments of
+    /// the capture: the capture must always say `Cancelled`, never call the
+    /// killed child's exit `Exited`. Repeated, because `Scope::cancel` kills
+    /// the tree right after setting the token and the order the capture sees
+    /// them in is a race.
     #[test]
     fn cancellation_kills_the_group() {
         watched(async {
-            let scope = Scope::new();
-            let canceller = scope.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                canceller.cancel();
-            });
-            let run = capture(&mut sh("sleep 30"), CaptureOptions::default(), &scope).await.unwrap();
-            assert_eq!(run.ending, Ending::Cancelled);
-            assert!(!run.status.success());
-            assert!(
-                capture(&mut sh("true"), CaptureOptions::default(), &scope).await.is_err(),
-                "refused once cancelled"
-            );
+            let mut ran = 0;
+            for round in 0..40u64 {
+                let scope = Scope::new();
+                let canceller = scope.clone();
+                let cancel = tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(round % 8 * 5)).await;
+                    canceller.cancel();
+                });
+                let run = match capture(&mut sh("sleep 30"), CaptureOptions::default(), &scope).await {
+                    Ok(run) => run,
+                    // The cancel landed before the spawn: refused, the other
+                    // legal outcome.
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => panic!("round {round}: {e}"),
+                };
+                ran += 1;
+                assert_eq!(run.ending, Ending::Cancelled, "round {round}: {}", run.summary());
+                assert!(!run.status.success(), "round {round}");
+                assert!(run.summary().starts_with("cancelled, process tree killed"), "{}", run.summary());
+                cancel.await.unwrap();
+                assert!(
+                    capture(&mut sh("true"), CaptureOptions::default(), &scope).await.is_err(),
+                    "refused once cancelled"
+                );
+            }
+            assert!(ran >= 20, "only {ran} of 40 rounds spawned before their cancel");
         });
     }
 }
