@@ -406,12 +406,12 @@ mod tests {
                     wait_for(|| std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse::<u32>().ok()));
                 scope.cancel();
                 // Killed but not reaped: a zombie, until the capture reaps it.
+                // Its pipes closed when it died, and the other worker's
+                // reactor sees that while this one polls /proc.
                 wait_for(|| {
                     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
                     stat.rsplit(')').next()?.trim_start().starts_with('Z').then_some(())
                 });
-                // Let the reactor see the closed pipes and the SIGCHLD.
-                tokio::time::sleep(Duration::from_millis(20)).await;
                 let run = run.await.unwrap();
                 let _ = std::fs::remove_file(&pid_file);
                 assert_eq!(run.ending, Ending::Cancelled, "round {round}: {}", run.summary());
