@@ -382,7 +382,11 @@ pub async fn run_rmcp_service(
     let command = tokio::process::Command::from(writer.command(exe));
     let count = Count(Arc::new(AtomicU64::new(0)));
     let start_note = || ClientNotification::CustomNotification(CustomNotification::new(START_METHOD, None));
-    type Finish = Box<dyn FnOnce() -> Result<String, String>>;
+    // What ends a run once the service has seen every notification: the
+    // child's stderr (its report), checked. A future, awaited on the runtime
+    // that reads the child's stderr: blocking that runtime's one thread on
+    // it would wait forever for a read that thread has to do.
+    type Finish = std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>>>>;
     let (start, cpu, service, finish): (Instant, ProcessCpu, _, Finish) = match transport {
         RmcpTransport::Stock => {
             let (child, stderr) = TokioChildProcess::builder(command)
@@ -404,13 +408,14 @@ pub async fn run_rmcp_service(
                 let mut rest = String::new();
                 stderr.read_to_string(&mut rest).await.map(|_| rest)
             });
-            let finish = Box::new(move || {
+            let finish = Box::pin(async move {
+                // Ends when the child exits, or when the watchdog kills it.
+                let rest = rest.await.map_err(|e| e.to_string())?;
                 let fired = watchdog.fired();
                 drop(watchdog);
                 if fired {
                     return Err(format!("the watchdog killed the child after {timeout:?}"));
                 }
-                let rest = futures::executor::block_on(rest).map_err(|e| e.to_string())?;
                 rest.map_err(|e| format!("child stderr: {e}"))
             });
             (start, cpu, service, finish as Finish)
@@ -431,7 +436,7 @@ pub async fn run_rmcp_service(
             let (start, cpu) = (Instant::now(), ProcessCpu::start());
             let service = serve_directly(count.clone(), child, None);
             service.send_notification(start_note()).await.map_err(|e| format!("start: {e}"))?;
-            let finish = Box::new(move || {
+            let finish = Box::pin(async move {
                 let fired = watchdog.fired();
                 drop(watchdog);
                 if fired {
@@ -453,7 +458,7 @@ pub async fn run_rmcp_service(
     }
     let elapsed = start.elapsed();
     let cpu = cpu.elapsed();
-    let stderr = finish()?;
+    let stderr = finish.await?;
     let frames = count.0.load(Relaxed);
     let report = Report::parse(&stderr).map_err(|e| format!("{e} (service ended: {quit:?})"))?;
     check_report(writer, &report)?;
