@@ -35,14 +35,21 @@
 //! `serde_json::from_str::<Value>` per line). The two that own the child
 //! start it by sending one line on its stdin instead of closing it.
 //!
-//! The child writes `notifications/message` of 200 B, 64 KiB and 1 MiB
-//! ([`pipe::notification`]): every reader, rmcp's typed one included, takes
-//! them unasked.
+//! The child writes `notifications/message` ([`pipe::notification_with`]):
+//! every reader, rmcp's typed one included, takes them unasked. What their
+//! `data` holds decides what a reader that builds values pays, so every
+//! group names its payload ([`Payload`]): `text` (one flat string of plain
+//! words) at 200 B, 64 KiB and 1 MiB; `tools-list` (a `tools/list` result:
+//! many small objects) at 64 KiB; `source` (escaped source text: quotes,
+//! tabs, escaped newlines, a little non-ASCII) at 1 MiB.
 //!
-//! Benchmark ids: `pipe/<shape>/<placement>/<strategy>`, placement one of
-//! `same-cpu` (reader and child pinned to the first allowed CPU),
+//! Benchmark ids: `pipe/<size>-<payload>/<placement>/<strategy>`, placement
+//! one of `same-cpu` (reader and child pinned to the first allowed CPU),
 //! `split-cpus` (reader on the first, child on the second) and `unpinned`.
 //! The tokio strategies use a current-thread runtime on the pinned thread.
+//! Each benchmark takes 10 samples of the same number of iterations
+//! (criterion's flat sampling: an iteration reads a whole stream, so the
+//! linear ramp of 1 + 2 + … + 10 iterations would cost 55 of them).
 //!
 //! Besides criterion's wall-clock time, every iteration measures the CPU
 //! time of this process (the reader: every thread, user and system time)
@@ -52,8 +59,10 @@
 //! Written to `<criterion dir>/pipe_cpu.json`, which `scripts/bench-report`
 //! reads (`benches/RECORDS.md`).
 //!
-//! `MCP_BENCH_QUICK=1`: 64 MiB per iteration; otherwise 1 GiB. Both take 10
-//! samples. Run: `cargo bench -p mcp-framer-benches --bench pipe`.
+//! `MCP_BENCH_QUICK=1`: 64 MiB per iteration; otherwise 1 GiB. Run: `cargo
+//! bench -p mcp-framer-benches --bench pipe` (every placement and strategy;
+//! `scripts/bench-report --quick` runs only the benchmarks its targets and
+//! the README's table name).
 
 mod readers;
 
@@ -61,8 +70,8 @@ use std::io;
 use std::process::ChildStdout;
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput};
-use mcp_framer_benches::pipe::{self, Cpus, Placement, Shape, Writer};
+use criterion::{Criterion, SamplingMode, Throughput};
+use mcp_framer_benches::pipe::{self, Cpus, Payload, Placement, Shape, Writer};
 use mcp_framer_benches::results;
 use mcp_framer_stdio::host::ReaderEnd;
 use serde_json::json;
@@ -72,11 +81,13 @@ use readers::Queue;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
 
-/// The three sizes: name, shape, size asked for.
-const SHAPES: [(&str, Shape, usize); 3] = [
-    ("200B", Shape::Notification, 200),
-    ("64KiB", Shape::Notification, 64 << 10),
-    ("1MiB", Shape::Notification, 1 << 20),
+/// The groups: size name, payload, size asked for.
+const SHAPES: [(&str, Payload, usize); 5] = [
+    ("200B", Payload::Text, 200),
+    ("64KiB", Payload::ToolsList, 64 << 10),
+    ("64KiB", Payload::Text, 64 << 10),
+    ("1MiB", Payload::Source, 1 << 20),
+    ("1MiB", Payload::Text, 1 << 20),
 ];
 
 /// The enlarged pipe.
@@ -250,10 +261,13 @@ fn main() {
                 continue;
             }
         };
-        for (shape_name, shape, frame_bytes) in SHAPES {
+        for (size_name, payload, frame_bytes) in SHAPES {
+            let shape = Shape::Notification(payload);
             let writer = Writer { cpu: child_cpu, ..Writer::with_total(shape, frame_bytes, total) };
-            let mut group = criterion.benchmark_group(format!("pipe/{shape_name}/{}", placement.name()));
+            let group_name = format!("pipe/{size_name}-{}/{}", payload.name(), placement.name());
+            let mut group = criterion.benchmark_group(group_name.as_str());
             group.throughput(Throughput::Bytes(writer.bytes()));
+            group.sampling_mode(SamplingMode::Flat);
             let runs =
                 STRATEGIES.iter().map(|&s| (s, None)).chain(BIG_PIPE_STRATEGIES.iter().map(|&s| (s, Some(BIG_PIPE))));
             for (strategy, pipe_size) in runs {
@@ -287,7 +301,7 @@ fn main() {
                         "empty_baseline_bytes": writer.line_len,
                         "cpu_ns_per_mib": cpu_per_mib,
                     });
-                    cpu.insert(format!("pipe/{shape_name}/{}/{id}", placement.name()), entry);
+                    cpu.insert(format!("{group_name}/{id}"), entry);
                 }
             }
             group.finish();

@@ -14,7 +14,8 @@ use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
 use crate::shapes;
 
-/// The message the child repeats: the three shapes of [`shapes`].
+/// The message the child repeats: the three shapes of [`shapes`], or a
+/// `notifications/message` carrying one of the [`Payload`]s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
     /// [`shapes::tools_call_request`]: about 200 B whatever the size asked.
@@ -24,9 +25,53 @@ pub enum Shape {
     /// [`shapes::large_text_result`] of the size asked.
     Text,
     /// A `notifications/message` (an MCP log message) of exactly the size
-    /// asked (see [`notification`]): what any MCP client, rmcp's included,
-    /// takes from a server unasked, so every reader can be compared on it.
-    Notification,
+    /// asked whose `data` is the payload (see [`notification_with`]): what
+    /// any MCP client, rmcp's included, takes from a server unasked, so every
+    /// reader can be compared on it.
+    Notification(Payload),
+}
+
+/// What a `notifications/message`'s `data` holds: the payload decides what a
+/// reader that builds values pays per byte, so every pipe benchmark names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// One flat JSON string of plain ASCII words: nothing to escape, no
+    /// nested value; what a full JSON parser reads fastest.
+    Text,
+    /// A [`shapes::tools_list_result`]: many small objects (a `tools/list`
+    /// result with its JSON Schemas), costly to build as a value.
+    ToolsList,
+    /// A [`shapes::large_text_result`]: a `tools/call` result whose one
+    /// string is escaped source text (quotes, tabs, escaped newlines, a
+    /// little non-ASCII).
+    Source,
+}
+
+impl Payload {
+    /// Every payload.
+    pub const ALL: [Payload; 3] = [Payload::Text, Payload::ToolsList, Payload::Source];
+
+    /// The name in benchmark ids and `pipe_writer --shape notification-<name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Payload::Text => "text",
+            Payload::ToolsList => "tools-list",
+            Payload::Source => "source",
+        }
+    }
+
+    /// The payload [`notification`] picks for a size, the way a server's
+    /// data grows: a log line under 4 KiB, a structured value under 512 KiB,
+    /// a large escaped text above.
+    pub fn by_size(bytes: usize) -> Payload {
+        if bytes < 4 << 10 {
+            Payload::Text
+        } else if bytes < 512 << 10 {
+            Payload::ToolsList
+        } else {
+            Payload::Source
+        }
+    }
 }
 
 impl Shape {
@@ -36,7 +81,7 @@ impl Shape {
             Shape::Request => shapes::tools_call_request(1),
             Shape::ToolsList => shapes::tools_list_result(bytes),
             Shape::Text => shapes::large_text_result(bytes),
-            Shape::Notification => notification(bytes),
+            Shape::Notification(payload) => notification_with(payload, bytes),
         }
     }
 
@@ -46,44 +91,61 @@ impl Shape {
             Shape::Request => "request",
             Shape::ToolsList => "tools-list",
             Shape::Text => "text",
-            Shape::Notification => "notification",
+            Shape::Notification(Payload::Text) => "notification-text",
+            Shape::Notification(Payload::ToolsList) => "notification-tools-list",
+            Shape::Notification(Payload::Source) => "notification-source",
         }
     }
+
+    /// Every shape.
+    pub const ALL: [Shape; 6] = [
+        Shape::Request,
+        Shape::ToolsList,
+        Shape::Text,
+        Shape::Notification(Payload::Text),
+        Shape::Notification(Payload::ToolsList),
+        Shape::Notification(Payload::Source),
+    ];
 }
 
 impl FromStr for Shape {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Shape, String> {
-        [Shape::Request, Shape::ToolsList, Shape::Text, Shape::Notification]
-            .into_iter()
-            .find(|shape| shape.name() == s)
-            .ok_or_else(|| format!("unknown shape {s:?} (request, tools-list, text, notification)"))
+        Shape::ALL.into_iter().find(|shape| shape.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Shape::ALL.iter().map(|shape| shape.name()).collect();
+            format!("unknown shape {s:?} ({})", names.join(", "))
+        })
     }
 }
 
-/// The `notifications/message` message around [`notification`]'s data.
+/// The `notifications/message` message around a payload.
 const NOTE_HEAD: &str =
     r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"bench","data":"#;
 const NOTE_TAIL: &str = "}}";
 
 /// A `notifications/message` of exactly `bytes` bytes (or the smallest one,
-/// if `bytes` is smaller), without its `\n`. Its `data` grows with the size
-/// the way a server's would: a log line (a string) under 4 KiB, a
-/// [`shapes::tools_list_result`] (many small JSON values) under 512 KiB, a
-/// [`shapes::large_text_result`] (one long escaped string) above.
+/// if `bytes` is smaller), without its `\n`, with the payload
+/// [`Payload::by_size`] picks for that size. The CI gate's
+/// `host_reader.note_*` benches read these.
 pub fn notification(bytes: usize) -> Vec<u8> {
+    notification_with(Payload::by_size(bytes), bytes)
+}
+
+/// A `notifications/message` of exactly `bytes` bytes (or the smallest one,
+/// if `bytes` is smaller), without its `\n`, whose `data` is `payload`.
+pub fn notification_with(payload: Payload, bytes: usize) -> Vec<u8> {
     let inner = bytes.saturating_sub(NOTE_HEAD.len() + NOTE_TAIL.len());
-    let data = if inner < 4 << 10 {
-        const WORDS: &[u8] = b"lorem ipsum dolor sit amet ";
-        let mut text = vec![b'"'];
-        text.extend(WORDS.iter().cycle().take(inner.saturating_sub(2)));
-        text.push(b'"');
-        text
-    } else if inner < 512 << 10 {
-        shapes::tools_list_result(inner)
-    } else {
-        shapes::large_text_result(inner)
+    let data = match payload {
+        Payload::Text => {
+            const WORDS: &[u8] = b"lorem ipsum dolor sit amet ";
+            let mut text = vec![b'"'];
+            text.extend(WORDS.iter().cycle().take(inner.saturating_sub(2)));
+            text.push(b'"');
+            text
+        }
+        Payload::ToolsList => shapes::tools_list_result(inner),
+        Payload::Source => shapes::large_text_result(inner),
     };
     [NOTE_HEAD.as_bytes(), &data, NOTE_TAIL.as_bytes()].concat()
 }
@@ -421,19 +483,40 @@ mod tests {
     }
 
     #[test]
-    fn notifications_hit_their_size_and_parse() {
+    fn notifications_hit_their_size_and_carry_their_payload() {
         for bytes in [200, 64 << 10, 1 << 20] {
-            let note = notification(bytes);
-            assert_eq!(note.len(), bytes);
-            let value: serde_json::Value = serde_json::from_slice(&note).unwrap();
-            assert_eq!(value["method"], "notifications/message");
-            assert!(!value["params"]["data"].is_null());
+            for payload in Payload::ALL {
+                let note = notification_with(payload, bytes);
+                // The smallest tools/list result is above 200 B.
+                if payload != Payload::ToolsList || bytes > 4096 {
+                    assert_eq!(note.len(), bytes, "{payload:?} at {bytes}");
+                } else {
+                    assert!(note.len() > bytes, "{payload:?} at {bytes}");
+                }
+                let value: serde_json::Value = serde_json::from_slice(&note).unwrap();
+                assert_eq!(value["method"], "notifications/message");
+                let data = &value["params"]["data"];
+                match payload {
+                    // One flat string: nothing escaped, nothing nested.
+                    Payload::Text => assert!(data.is_string() && !note.contains(&b'\\'), "{bytes}"),
+                    Payload::ToolsList => assert!(data["result"]["tools"].is_array(), "{bytes}"),
+                    Payload::Source => assert!(data["result"]["content"][0]["text"].is_string(), "{bytes}"),
+                }
+            }
+            assert_eq!(notification(bytes), notification_with(Payload::by_size(bytes), bytes));
         }
+        assert_eq!(
+            [200, 64 << 10, 1 << 20].map(Payload::by_size),
+            [Payload::Text, Payload::ToolsList, Payload::Source],
+            "the sizes the CI gate's notes use"
+        );
+        // Escaped source text: the payload that costs a parser its escapes.
+        assert!(notification_with(Payload::Source, 1 << 20).windows(2).any(|w| w == br#"\""#));
     }
 
     #[test]
     fn shape_names_round_trip() {
-        for shape in [Shape::Request, Shape::ToolsList, Shape::Text, Shape::Notification] {
+        for shape in Shape::ALL {
             assert_eq!(shape.name().parse::<Shape>(), Ok(shape));
         }
         assert!("json".parse::<Shape>().is_err());

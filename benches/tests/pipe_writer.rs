@@ -6,7 +6,7 @@ use std::io::Read;
 use std::process::ChildStdout;
 use std::time::Duration;
 
-use mcp_framer_benches::pipe::{self, Cpus, Shape, Writer};
+use mcp_framer_benches::pipe::{self, Cpus, Payload, Shape, Writer};
 
 const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -20,7 +20,10 @@ fn read_all(mut stdout: ChildStdout) -> std::io::Result<Vec<u8>> {
 
 #[test]
 fn writes_whole_frames_of_each_shape_and_reports_them() {
-    for (shape, size) in [(Shape::Request, 0), (Shape::ToolsList, 4096), (Shape::Text, 100_000)] {
+    let notes = Payload::ALL.map(|payload| (Shape::Notification(payload), 70_000));
+    for (shape, size) in
+        [(Shape::Request, 0), (Shape::ToolsList, 4096), (Shape::Text, 100_000)].into_iter().chain(notes)
+    {
         // An odd write size, so writes end inside frames.
         let writer = Writer { write_size: 1000, ..Writer::with_total(shape, size, 300_000) };
         let mut bytes = Vec::new();

@@ -28,10 +28,12 @@
 //!
 //! # Flags
 //!
-//! * `--shape request|tools-list|text` (default `request`): the message,
-//!   see [`Shape`].
+//! * `--shape request|tools-list|text|notification-text|notification-tools-list|notification-source`
+//!   (default `request`): the message, see [`Shape`]; a `notification-<payload>`
+//!   is a `notifications/message` whose `data` is that
+//!   [`Payload`](mcp_framer_benches::pipe::Payload).
 //! * `--frame-bytes N` (default 65536): the exact message size, excluding
-//!   `\n`, for `tools-list` and `text` (the `request` shape is about 200 B).
+//!   `\n`, for every shape but `request` (about 200 B).
 //! * `--total-bytes N` (default 64 MiB): write `ceil(N / (frame_bytes + 1))`
 //!   frames (at least one).
 //! * `--frames N`: write exactly `N` frames (overrides `--total-bytes`).
