@@ -34,12 +34,22 @@
 //! `MALLOC_MMAP_THRESHOLD_=131072` (which fixes the threshold) to see RSS
 //! without that effect.
 //!
-//! Run: `cargo bench -p mcp-framer-benches --bench scale` (set
-//! `MCP_SCALE_N=1,10,50` to choose the Ns). Every child process has a
-//! watchdog: a configuration that takes longer than 300 s is killed.
+//! It prints a Markdown table and writes it, and the same rows with every
+//! run's values, to `<criterion dir>/scale/` (`table.md`, `results.json`);
+//! `scripts/bench-report` keeps the rows in its record, puts them into its
+//! BMF file and checks the rmcp adapter's memory target against them
+//! (`benches/report.toml`, `benches/RECORDS.md`).
+//!
+//! Run: `cargo bench -p mcp-framer-benches --bench scale`: N = 1, 10, 50
+//! and 200, or N = 50 alone with `MCP_BENCH_QUICK=1` (`MCP_SCALE_N=1,10,50`
+//! chooses the Ns). Every child process has a watchdog: a configuration
+//! that takes longer than 300 s is killed.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use mcp_framer_benches::results;
+use serde_json::json;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_scale_server");
 /// The `big` response's length, `\n` excluded.
@@ -101,22 +111,23 @@ fn main() {
     if args.iter().any(|a| a == "--list") {
         return; // `cargo bench -- --list`: nothing for criterion-style listing
     }
+    let default_ns = if mcp_framer_benches::shapes::quick() { "50" } else { "1,10,50,200" };
     let ns: Vec<usize> = std::env::var("MCP_SCALE_N")
-        .unwrap_or_else(|_| "1,10,50,200".into())
+        .unwrap_or_else(|_| default_ns.into())
         .split(',')
         .map(|n| n.trim().parse().expect("MCP_SCALE_N: numbers"))
         .collect();
     let runs: usize = std::env::var("MCP_SCALE_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
-    println!(
-        "| N | client | spawn + ping ms/session | idle KiB/session | retained KiB/session | threads | fds | shutdown ms/session | children left |"
+    let mut table = String::from(
+        "| N | client | spawn + ping ms/session | idle KiB/session | retained KiB/session | threads | fds | shutdown ms/session | children left |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut rows = Vec::new();
     for &n in &ns {
-        for client in ["host", "rmcp", "rmcp-adapter"] {
-            let rows: Vec<Row> = (0..runs).map(|_| run_child(client, n)).collect();
+        for client in CLIENTS {
+            let measured: Vec<Row> = (0..runs).map(|_| run_child(client, n)).collect();
             let median =
-                Row::from_values(std::array::from_fn(|f| median(rows.iter().map(|r| r.values()[f]).collect())));
-            println!(
+                Row::from_values(std::array::from_fn(|f| median(measured.iter().map(|r| r.values()[f]).collect())));
+            let line = format!(
                 "| {n} | {client} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} |",
                 median.spawn_ping_ms,
                 median.idle_kib,
@@ -126,8 +137,35 @@ fn main() {
                 median.shutdown_ms,
                 median.children_left
             );
+            println!("{line}");
+            table.push_str(&line);
+            table.push('\n');
+            rows.push(row_json(n, client, &median, &measured));
         }
     }
+    let doc = json!({ "at": results::now_unix(), "runs": runs, "rows": rows });
+    match results::write_table("scale", &table, &doc) {
+        Ok(dir) => println!("table and results: {}", dir.display()),
+        Err(e) => eprintln!("scale: cannot write the table and results: {e}"),
+    }
+}
+
+/// The clients, in table order.
+const CLIENTS: [&str; 3] = ["host", "rmcp", "rmcp-adapter"];
+
+/// One configuration's row for `results.json`: the medians, and every run's
+/// values under `runs` (what the report's spread comes from).
+fn row_json(n: usize, client: &str, median: &Row, runs: &[Row]) -> serde_json::Value {
+    let mut row = serde_json::Map::new();
+    row.insert("n".into(), json!(n));
+    row.insert("client".into(), json!(client));
+    let mut samples = serde_json::Map::new();
+    for (f, field) in FIELDS.iter().enumerate() {
+        row.insert((*field).into(), json!(median.values()[f]));
+        samples.insert((*field).into(), runs.iter().map(|r| r.values()[f]).collect());
+    }
+    row.insert("runs".into(), serde_json::Value::Object(samples));
+    serde_json::Value::Object(row)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -297,14 +297,8 @@ fn main() {
     }
     let table = table(messages, &results);
     println!("{table}");
-    if let Some(dir) = results::criterion_dir().map(|dir| dir.join("slow_consumer")) {
-        let json = serde_json::to_string_pretty(&results_json(messages, &results)).expect("JSON");
-        let written = std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(dir.join("table.md"), &table))
-            .and_then(|()| std::fs::write(dir.join("results.json"), json + "\n"));
-        match written {
-            Ok(()) => println!("table and results: {}", dir.display()),
-            Err(e) => eprintln!("slow_consumer: cannot write to {}: {e}", dir.display()),
-        }
+    match results::write_table("slow_consumer", &table, &results_json(messages, &results)) {
+        Ok(dir) => println!("table and results: {}", dir.display()),
+        Err(e) => eprintln!("slow_consumer: cannot write the table and results: {e}"),
     }
 }

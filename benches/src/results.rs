@@ -41,3 +41,17 @@ pub fn merge_into(name: &str, about: &str, entries: Map<String, Value>) -> Resul
     std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
 }
+
+/// Writes a bench's table (`table.md`) and its rows (`results.json`, `doc`
+/// with an `at` from [`now_unix`]) to `<criterion dir>/<name>/`, for a bench
+/// that is not criterion's; `scripts/bench-report` prints the table and
+/// keeps the rows in its record. Returns the directory.
+pub fn write_table(name: &str, table: &str, doc: &Value) -> Result<PathBuf, String> {
+    let dir = criterion_dir().ok_or("no criterion directory")?.join(name);
+    let json = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("table.md"), table))
+        .and_then(|()| std::fs::write(dir.join("results.json"), json + "\n"))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
