@@ -44,7 +44,9 @@
 //! stream.
 //!
 //! Criterion measures wall-clock time; with `MCP_BENCH_CLOCK=cpu` it measures
-//! the thread's CPU time instead (see `support/cpu_time.rs`).
+//! the thread's CPU time instead (see `support/cpu_time.rs`), as
+//! `scripts/bench-report` always runs this suite (`cpu_time` in
+//! `benches/report.toml`).
 //!
 //! Run: `cargo bench -p mcp-framer-benches --bench parse`.
 

@@ -1,5 +1,6 @@
 //! A criterion measurement of the benchmarking thread's CPU time, for
-//! `MCP_BENCH_CLOCK=cpu` (`scripts/bench-report --cpu-time`).
+//! `MCP_BENCH_CLOCK=cpu` (which `scripts/bench-report` sets for the suites
+//! marked `cpu_time` in `benches/report.toml`).
 //!
 //! Wall-clock time counts the time the thread spends descheduled. On a
 //! loaded 2-core machine that is most of it: 30 back-to-back runs of the
