@@ -1,15 +1,21 @@
 //! Reading `scripts/bench-report`'s records (`benches/RECORDS.md`): the
 //! README's results table and the two charts are drawn from a record, never
 //! typed by hand.
+//!
+//! A record names the commit it measured (`commit`), and
+//! `benches/tests/records.rs` fails when code under `framer/` or `benches/`
+//! changed after the newest record's commit: a change that can move a figure
+//! comes with a fresh record (`scripts/bench-report --quick --keep`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
-/// The record format version this code reads.
-pub const VERSION: u64 = 1;
+/// The record format version this code writes and checks; [`load`] upgrades
+/// a version 1 record to it.
+pub const VERSION: u64 = 2;
 
 /// Where the kept records live, relative to the repository root.
 pub const RECORDS_DIR: &str = "benches/records";
@@ -20,39 +26,155 @@ pub const BEGIN: &str =
 /// See [`BEGIN`].
 pub const END: &str = "<!-- /results-table -->";
 
-/// The pipe strategies of the README's table and the pipe chart, in order,
-/// with how they are described.
-pub const READERS: [(&str, &str); 7] = [
-    ("host-session", "host `Session` (this project)"),
-    ("host-reader", "host `Reader` task alone"),
-    ("hand-written", "hand-written `FramedRead` + `LinesCodec` + `Value`"),
-    ("rmcp", "rmcp 3.11 `TokioChildProcess`"),
-    ("framedread-lines", "`FramedRead` + `LinesCodec`, no JSON (floor)"),
-    ("framer-blocking", "this framer, blocking, no JSON (floor)"),
-    ("raw-drain", "raw drain: read and discard (floor)"),
+/// The pipe strategies of the README's tables, in column order: id, column
+/// header, what it is.
+pub const READERS: [(&str, &str, &str); 8] = [
+    ("host-session", "host `Session`", "this project's host: `mcp_framer_stdio::host::Session`, every message a value"),
+    (
+        "hand-written",
+        "hand-written",
+        "the reader users write by hand: `FramedRead` + `LinesCodec` + `serde_json::Value`",
+    ),
+    ("rmcp", "rmcp transport", "rmcp 3.11's `TokioChildProcess`, its `Transport::receive` alone"),
+    (
+        "rmcp-service-tokiochildprocess",
+        "rmcp service, stock",
+        "a whole rmcp 3.11 client service (`serve_directly`, a `ClientHandler` counting) over `TokioChildProcess`",
+    ),
+    (
+        "rmcp-service-childprocess",
+        "rmcp service, adapter",
+        "the same service over `mcp_framer_rmcp::ChildProcess`, the one-line swap",
+    ),
+    ("framedread-lines", "`LinesCodec` (floor)", "`FramedRead` + `LinesCodec`: lines checked as UTF-8, no JSON"),
+    ("framer-blocking", "framer (floor)", "this project's framer in a blocking loop, no JSON"),
+    ("raw-drain", "raw drain (floor)", "read and discard: the pipe's own cost"),
+];
+
+/// The pipe bench's groups (`pipe/<size>-<payload>`), in row order, and what
+/// each `notifications/message` carries in its `data`.
+pub const PAYLOADS: [(&str, &str); 5] = [
+    ("200B-text", "200 B, flat text (one string of plain words)"),
+    ("64KiB-tools-list", "64 KiB, a `tools/list` result (many small objects)"),
+    ("64KiB-text", "64 KiB, flat text"),
+    ("1MiB-source", "1 MiB, escaped source text (quotes, tabs, `\\n` escapes, some non-ASCII)"),
+    ("1MiB-text", "1 MiB, flat text"),
 ];
 
 /// The readers the pipe chart draws.
 pub const CHARTED: [&str; 4] = ["host-session", "rmcp", "hand-written", "raw-drain"];
 
+/// The scale bench's clients, as the README names them.
+pub const CLIENTS: [(&str, &str); 3] = [
+    ("host", "host `Session`"),
+    ("rmcp", "rmcp 3.11 `TokioChildProcess`"),
+    ("rmcp-adapter", "rmcp over `mcp_framer_rmcp::ChildProcess`"),
+];
+
+/// The number of sessions the README's scale table shows (the quick run's).
+pub const SCALE_N: u64 = 50;
+
 /// The 1-minute load average above which a record's wall-clock figures are
 /// labelled as measured under load: one busy CPU besides the benchmark's own.
 pub const UNLOADED: f64 = 1.0;
 
-/// The message sizes of the pipe bench.
-pub const SIZES: [&str; 3] = ["200B", "64KiB", "1MiB"];
-
-/// Reads and checks a record: JSON, this format and version, the fields every
-/// record has.
+/// Reads a record, upgrades a version 1 record ([`upgrade`]) and checks it
+/// ([`check`]).
 pub fn load(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let record: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let record = upgrade(record);
     check(&record).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(record)
 }
 
-/// The fields a record must have (`benches/RECORDS.md`), and that every
-/// measured ratio's benches are in its BMF.
+/// A version 1 record in version 2's terms (`benches/RECORDS.md`); any other
+/// record unchanged. Its BMF measures become the units that do not depend on
+/// the mode (`latency` and `throughput` to `ns-per-mib` and `mib-per-s`,
+/// `cpu-per-mib` to `cpu-us-per-mib`), its pipe groups get the payload
+/// version 1 wrote at each size (`200B-text`, `64KiB-tools-list`,
+/// `1MiB-source`), and each ratio's interval is its value: version 1 gave
+/// verdicts on the median alone.
+pub fn upgrade(mut record: Value) -> Value {
+    if record["version"] != 1 {
+        return record;
+    }
+    let rename = |id: &str| {
+        [
+            ("pipe/200B/", "pipe/200B-text/"),
+            ("pipe/64KiB/", "pipe/64KiB-tools-list/"),
+            ("pipe/1MiB/", "pipe/1MiB-source/"),
+        ]
+        .iter()
+        .find_map(|(old, new)| id.strip_prefix(old).map(|rest| format!("{new}{rest}")))
+        .unwrap_or_else(|| id.to_owned())
+    };
+    let thread_cpu = record["clock"] == "thread CPU time";
+    let mut bmf = Map::new();
+    for (bench, measures) in record["bmf"].as_object().into_iter().flatten() {
+        let mut out = Map::new();
+        let metric = |m: &Value, scale: f64| {
+            json!({
+                "value": m["value"].as_f64().unwrap_or(f64::NAN) * scale,
+                "lower_value": m["lower_value"].as_f64().unwrap_or(f64::NAN) * scale,
+                "upper_value": m["upper_value"].as_f64().unwrap_or(f64::NAN) * scale,
+            })
+        };
+        let prefix = if thread_cpu && bench.starts_with("framing") { "thread-cpu-" } else { "" };
+        let (latency, throughput) = (&measures["latency"], &measures["throughput"]);
+        if let (Some(ns), Some(bytes_per_s)) = (latency["value"].as_f64(), throughput["value"].as_f64()) {
+            let mib = bytes_per_s * ns / 1e9 / f64::from(1 << 20);
+            out.insert(format!("{prefix}ns-per-mib"), metric(latency, 1.0 / mib));
+            if prefix.is_empty() {
+                let rate = json!({
+                    "value": bytes_per_s / f64::from(1 << 20),
+                    "lower_value": throughput["lower_value"].as_f64().unwrap_or(f64::NAN) / f64::from(1 << 20),
+                    "upper_value": throughput["upper_value"].as_f64().unwrap_or(f64::NAN) / f64::from(1 << 20),
+                });
+                out.insert("mib-per-s".into(), rate);
+            }
+        } else if latency.is_object() {
+            out.insert(format!("{prefix}ns-per-iteration"), metric(latency, 1.0));
+        }
+        if measures["cpu-per-mib"].is_object() {
+            out.insert("cpu-us-per-mib".into(), metric(&measures["cpu-per-mib"], 1.0));
+        }
+        if measures["instructions"].is_object() {
+            out.insert("instructions".into(), measures["instructions"].clone());
+        }
+        bmf.insert(rename(bench), Value::Object(out));
+    }
+    record["bmf"] = Value::Object(bmf);
+    for ratio in record["ratios"].as_array_mut().into_iter().flatten() {
+        let group = rename(&format!("{}/", str_of(&ratio["group"])));
+        ratio["group"] = json!(group.trim_end_matches('/'));
+        ratio["low"] = ratio["value"].clone();
+        ratio["high"] = ratio["value"].clone();
+    }
+    record["version"] = json!(VERSION);
+    record["upgraded_from"] = json!(1);
+    record["scale"] = Value::Null;
+    record
+}
+
+/// The BMF unit a ratio's measure is read from, for a bench id.
+fn unit_of(measure: &str, bench: &Map<String, Value>) -> Option<&'static str> {
+    match measure {
+        "cpu" => Some("cpu-us-per-mib"),
+        "idle-memory" => Some("idle-kib-per-session"),
+        "throughput" => ["ns-per-mib", "thread-cpu-ns-per-mib", "ns-per-iteration", "thread-cpu-ns-per-iteration"]
+            .into_iter()
+            .find(|unit| bench.contains_key(*unit)),
+        _ => None,
+    }
+}
+
+/// What a record must be (`benches/RECORDS.md`): the fields every record
+/// has; a valid BMF object (every value a finite number, `lower_value` ≤
+/// `value` ≤ `upper_value`); every measured ratio's benches in the BMF, its
+/// interval around its value; and every verdict the one its interval and
+/// target give: PASS when the low end is at or above the target, MISS when
+/// the high end is below it, "within noise" otherwise, "n/a" unmeasured.
 pub fn check(record: &Value) -> Result<(), String> {
     if record["format"] != "mcp-framer bench record" || record["version"] != VERSION {
         return Err(format!("not a version {VERSION} record: {} {}", record["format"], record["version"]));
@@ -73,30 +195,66 @@ pub fn check(record: &Value) -> Result<(), String> {
     let bmf = record["bmf"].as_object().ok_or("no bmf object")?;
     for (bench, measures) in bmf {
         let measures = measures.as_object().ok_or_else(|| format!("bmf {bench}: not an object"))?;
-        if measures.is_empty() || !measures.values().all(|m| m["value"].is_number()) {
-            return Err(format!("bmf {bench}: a measure without a numeric value"));
+        if measures.is_empty() {
+            return Err(format!("bmf {bench}: no measure"));
+        }
+        for (name, m) in measures {
+            let number = |key: &str| m.get(key).map(|v| v.as_f64().filter(|v| v.is_finite()));
+            let value = number("value").flatten().ok_or_else(|| format!("bmf {bench}.{name}: no finite value"))?;
+            let (low, high) =
+                (number("lower_value").unwrap_or(Some(value)), number("upper_value").unwrap_or(Some(value)));
+            match (low, high) {
+                (Some(low), Some(high)) if low <= value && value <= high => {}
+                _ => return Err(format!("bmf {bench}.{name}: not lower_value <= value <= upper_value: {m}")),
+            }
         }
     }
     for ratio in record["ratios"].as_array().ok_or("no ratios array")? {
-        if ratio["value"].is_null() {
-            continue;
-        }
-        let measure = if ratio["measure"] == "cpu" { "cpu-per-mib" } else { "latency" };
-        for side in ["of", "vs"] {
-            let id = format!("{}/{}", str_of(&ratio["group"]), str_of(&ratio[side]));
-            if bmf.get(&id).and_then(|m| m.get(measure)).is_none() {
-                return Err(format!("ratio {} has no bmf {id}.{measure}", ratio));
-            }
-        }
-        let verdict = str_of(&ratio["verdict"]);
-        let expected = match (&ratio["target"], ratio["floor"].as_bool()) {
-            (Value::Null, Some(true)) => verdict == "floor",
-            (Value::Null, _) => verdict == "info",
-            (_, Some(true)) => false,
-            (_, _) => matches!(verdict, "PASS" | "MISS") && ratio["why"].is_string(),
+        check_ratio(ratio, bmf).map_err(|e| format!("ratio {ratio}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn check_ratio(ratio: &Value, bmf: &Map<String, Value>) -> Result<(), String> {
+    let verdict = str_of(&ratio["verdict"]);
+    let floor = ratio["floor"].as_bool() == Some(true);
+    let target = &ratio["target"];
+    match (target.is_null(), floor) {
+        (true, true) if verdict != "floor" => return Err("a floor's verdict is `floor`".into()),
+        (true, false) if verdict != "info" => return Err("a ratio without a target is `info`".into()),
+        (false, true) => return Err("a floor has no target".into()),
+        (false, false) if !ratio["why"].is_string() => return Err("a target says why".into()),
+        _ => {}
+    }
+    let Some(value) = ratio["value"].as_f64() else {
+        return match (target.is_null(), verdict) {
+            (false, "n/a") | (true, _) => Ok(()),
+            _ => Err("an unmeasured target's verdict is `n/a`".into()),
         };
-        if !expected {
-            return Err(format!("ratio {ratio}: verdict, target, floor and why disagree"));
+    };
+    let (Some(low), Some(high)) = (ratio["low"].as_f64(), ratio["high"].as_f64()) else {
+        return Err("a measured ratio has `low` and `high`".into());
+    };
+    if !(low <= value && value <= high) {
+        return Err("not low <= value <= high".into());
+    }
+    for side in ["of", "vs"] {
+        let id = format!("{}/{}", str_of(&ratio["group"]), str_of(&ratio[side]));
+        let bench = bmf.get(&id).and_then(Value::as_object).ok_or_else(|| format!("no bmf {id}"))?;
+        if unit_of(str_of(&ratio["measure"]), bench).is_none() {
+            return Err(format!("bmf {id} has no {} measure", str_of(&ratio["measure"])));
+        }
+    }
+    if let Some(target) = target.as_f64() {
+        let expected = if low >= target {
+            "PASS"
+        } else if high < target {
+            "MISS"
+        } else {
+            "within noise"
+        };
+        if verdict != expected {
+            return Err(format!("its interval and target give {expected}, not {verdict}"));
         }
     }
     Ok(())
@@ -104,6 +262,12 @@ pub fn check(record: &Value) -> Result<(), String> {
 
 fn str_of(v: &Value) -> &str {
     v.as_str().unwrap_or("?")
+}
+
+/// The record's commit, as `git log --oneline` shows it.
+fn short_commit(record: &Value) -> &str {
+    let commit = str_of(&record["commit"]);
+    commit.get(..7).unwrap_or(commit)
 }
 
 /// The newest record in `dir` (the names start with the date, so the last
@@ -130,8 +294,9 @@ fn measure(record: &Value, bench: &str, measure: &str) -> Option<f64> {
     record["bmf"][bench][measure]["value"].as_f64()
 }
 
-fn mib_per_s(bytes_per_s: f64) -> String {
-    format!("{:.0}", bytes_per_s / f64::from(1 << 20))
+/// The scale bench's row for `client` at [`SCALE_N`] sessions.
+fn scale_row<'a>(record: &'a Value, client: &str) -> Option<&'a Value> {
+    record["scale"]["rows"].as_array()?.iter().find(|r| r["n"] == SCALE_N && r["client"] == client)
 }
 
 /// The README's results section between [`BEGIN`] and [`END`], from
@@ -142,10 +307,9 @@ pub fn readme_table(record: &Value, name: &str) -> String {
     let _ = writeln!(out, "{BEGIN}");
     let _ = writeln!(
         out,
-        "From [`{name}`]({}): commit {}{}, {}, {} run, {}; {}, {} CPUs, load average {} before and {} after \
-         (1 min); `{}`, {} s.",
-        name,
-        str_of(&record["commit"]),
+        "From [`{name}`]({name}): commit {}{}, {}, {} run; clocks: {}; {}, {} CPUs, load average {} before and {} \
+         after (1 min); `{}`, {} s.",
+        short_commit(record),
         if record["dirty"] == true { " (with uncommitted changes)" } else { "" },
         str_of(&record["date"]),
         str_of(&record["mode"]),
@@ -163,36 +327,50 @@ pub fn readme_table(record: &Value, name: &str) -> String {
         let _ = writeln!(
             out,
             "**Measured under load** (1-minute load average above {UNLOADED}): other work shared the CPUs, so the \
-             wall-clock columns (MiB/s) and the throughput ratios are distorted by it; CPU per MiB much less."
+             wall-clock figures (MiB/s) and the throughput ratios are distorted by it; CPU per MiB much less."
         );
     }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| a real child writing `notifications/message`, unpinned | MiB/s 200 B | 64 KiB | 1 MiB | CPU µs per MiB 200 B | 64 KiB | 1 MiB |"
+        "A real child writes `notifications/message` to a real pipe, unpinned; each row names what the \
+         messages' `data` carries. The readers:"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
-    for (reader, what) in READERS {
-        let cells = |m: &str, f: &dyn Fn(f64) -> String| -> Vec<String> {
-            SIZES
-                .iter()
-                .map(|size| measure(record, &format!("pipe/{size}/unpinned/{reader}"), m).map_or("-".into(), f))
-                .collect()
-        };
-        let rate = cells("throughput", &mib_per_s);
-        let cpu = cells("cpu-per-mib", &|v| format!("{v:.0}"));
-        let _ = writeln!(out, "| {what} | {} | {} |", rate.join(" | "), cpu.join(" | "));
+    let _ = writeln!(out);
+    for (_, header, what) in READERS {
+        let _ = writeln!(out, "- {header}: {what};");
     }
     let _ = writeln!(out);
-    let _ =
-        writeln!(out, "| target (ratio > 1: the first is faster or cheaper) | group | measured | target | verdict |");
+    pipe_table(
+        &mut out,
+        record,
+        "CPU µs per MiB read (the reading process, every thread; lower is cheaper)",
+        "cpu-us-per-mib",
+    );
+    pipe_table(&mut out, record, "MiB/s (wall clock, from the child's start to its exit)", "mib-per-s");
+    scale_table(&mut out, record);
+    let _ = writeln!(
+        out,
+        "| target (ratio > 1: the first is faster or cheaper) | group | measured [95% interval] | target | verdict |"
+    );
     let _ = writeln!(out, "|---|---|---:|---:|---|");
     for ratio in record["ratios"].as_array().into_iter().flatten().filter(|r| !r["target"].is_null()) {
-        let kind = if ratio["measure"] == "cpu" { "CPU per MiB" } else { "throughput" };
-        let value = ratio["value"].as_f64().map_or("-".into(), |v| format!("{v:.2}×"));
+        let kind = match str_of(&ratio["measure"]) {
+            "cpu" => "CPU per MiB",
+            "idle-memory" => "idle memory per session",
+            _ => "throughput",
+        };
+        let value = match (ratio["value"].as_f64(), ratio["low"].as_f64(), ratio["high"].as_f64()) {
+            (Some(v), Some(l), Some(h)) if l < v || v < h => format!("{v:.2}× [{l:.2}–{h:.2}]"),
+            (Some(v), _, _) => format!("{v:.2}×"),
+            _ => "-".into(),
+        };
         let target = ratio["target"].as_f64().map_or("-".into(), |v| format!("≥ {v}×"));
-        let verdict = str_of(&ratio["verdict"]);
-        let verdict = if verdict == "MISS" { "**MISS**".to_owned() } else { verdict.to_owned() };
+        let verdict = match str_of(&ratio["verdict"]) {
+            "MISS" => "**MISS**".to_owned(),
+            "within noise" => "*within noise*".to_owned(),
+            other => other.to_owned(),
+        };
         let _ = writeln!(
             out,
             "| `{}` vs `{}` ({kind}) | {} | {value} | {target} | {verdict} |",
@@ -204,10 +382,65 @@ pub fn readme_table(record: &Value, name: &str) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "![CPU per MiB by message size: host Session, rmcp, hand-written reader, raw drain](benches/pipe.svg)"
+        "![CPU per MiB by payload: host Session, rmcp, hand-written reader, raw drain](benches/pipe.svg)"
     );
     let _ = writeln!(out, "{END}");
     out
+}
+
+/// One pipe table: a row per payload, a column per reader, `unit` from the BMF.
+fn pipe_table(out: &mut String, record: &Value, title: &str, unit: &str) {
+    let _ = writeln!(out, "{title}:");
+    let _ = writeln!(out);
+    let headers: Vec<&str> = READERS.iter().map(|(_, header, _)| *header).collect();
+    let _ = writeln!(out, "| payload | {} |", headers.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(READERS.len()));
+    for (group, payload) in PAYLOADS {
+        let cells: Vec<String> = READERS
+            .iter()
+            .map(|(reader, _, _)| {
+                measure(record, &format!("pipe/{group}/unpinned/{reader}"), unit)
+                    .map_or("-".into(), |v| format!("{v:.0}"))
+            })
+            .collect();
+        let _ = writeln!(out, "| {payload} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(out);
+}
+
+/// What [`SCALE_N`] sessions cost, from the record's scale rows.
+fn scale_table(out: &mut String, record: &Value) {
+    if scale_row(record, "host").is_none() {
+        let _ = writeln!(out, "The scale bench is not in this record.");
+        let _ = writeln!(out);
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{SCALE_N} sessions of one small server, each configuration in a fresh parent (scale bench, median of {} \
+         runs):",
+        record["scale"]["runs"]
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| client | idle KiB per session | KiB kept per session after one 16,000,000-byte response | spawn + ping ms \
+         per session | shutdown ms per session |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    for (client, what) in CLIENTS {
+        let Some(row) = scale_row(record, client) else { continue };
+        let cell = |field: &str, digits: usize| row[field].as_f64().map_or("-".into(), |v| format!("{v:.digits$}"));
+        let _ = writeln!(
+            out,
+            "| {what} | {} | {} | {} | {} |",
+            cell("idle_kib", 0),
+            cell("retained_kib", 0),
+            cell("spawn_ping_ms", 2),
+            cell("shutdown_ms", 2)
+        );
+    }
+    let _ = writeln!(out);
 }
 
 /// `readme` with its results section replaced by `table`; `None` when the
@@ -249,8 +482,8 @@ pub fn pipe_chart(record: &Value) -> Chart {
         root.fill(&WHITE).map_err(err)?;
         let values: Vec<f64> = CHARTED
             .iter()
-            .flat_map(|r| SIZES.iter().map(move |s| format!("pipe/{s}/unpinned/{r}")))
-            .filter_map(|id| measure(record, &id, "cpu-per-mib"))
+            .flat_map(|r| PAYLOADS.iter().map(move |(g, _)| format!("pipe/{g}/unpinned/{r}")))
+            .filter_map(|id| measure(record, &id, "cpu-us-per-mib"))
             .collect();
         if values.is_empty() {
             return Err("the record has no pipe CPU per MiB".into());
@@ -259,7 +492,7 @@ pub fn pipe_chart(record: &Value) -> Chart {
         let high = values.iter().copied().fold(0.0, f64::max) * 2.0;
         let caption = format!(
             "Reader CPU per MiB read from a real child, unpinned ({} {} run, {}, load {} / {})",
-            str_of(&record["commit"]),
+            short_commit(record),
             str_of(&record["mode"]),
             &str_of(&record["date"])[..10.min(str_of(&record["date"]).len())],
             record["load"]["before"][0],
@@ -270,26 +503,26 @@ pub fn pipe_chart(record: &Value) -> Chart {
             .margin(16)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..SIZES.len() as i32 - 1).into_segmented(), (low..high).log_scale())
+            .build_cartesian_2d((0..PAYLOADS.len() as i32 - 1).into_segmented(), (low..high).log_scale())
             .map_err(err)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_desc("notifications/message size")
+            .x_desc("notifications/message: size and payload")
             .y_desc("CPU µs per MiB (log scale; lower is cheaper)")
             .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => SIZES.get(*i as usize).map_or(String::new(), |s| s.to_string()),
+                SegmentValue::CenterOf(i) => PAYLOADS.get(*i as usize).map_or(String::new(), |(g, _)| g.to_string()),
                 _ => String::new(),
             })
             .draw()
             .map_err(err)?;
         for (n, reader) in CHARTED.iter().enumerate() {
             let color = PALETTE[n % PALETTE.len()];
-            let points: Vec<(SegmentValue<i32>, f64)> = SIZES
+            let points: Vec<(SegmentValue<i32>, f64)> = PAYLOADS
                 .iter()
                 .enumerate()
-                .filter_map(|(i, s)| {
-                    let v = measure(record, &format!("pipe/{s}/unpinned/{reader}"), "cpu-per-mib")?;
+                .filter_map(|(i, (g, _))| {
+                    let v = measure(record, &format!("pipe/{g}/unpinned/{reader}"), "cpu-us-per-mib")?;
                     Some((SegmentValue::CenterOf(i as i32), v))
                 })
                 .collect();
@@ -339,7 +572,7 @@ pub fn slow_consumer_chart(record: &Value) -> Chart {
         let caption = format!(
             "Server time blocked in write() while the host's consumer is slow ({} messages; {} {} run, load {} / {})",
             doc["messages"],
-            str_of(&record["commit"]),
+            short_commit(record),
             str_of(&record["mode"]),
             record["load"]["before"][0],
             record["load"]["after"][0],
