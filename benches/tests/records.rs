@@ -38,6 +38,12 @@ fn every_kept_record_parses_and_is_complete() {
                 }
             }
             assert!(record["slow_consumer"]["rows"].as_array().is_some_and(|r| !r.is_empty()), "{}", path.display());
+            if record["upgraded_from"] != 1 {
+                assert!(bmf.keys().any(|k| k.starts_with("scale/")), "{}: no scale/* bench", path.display());
+            }
+            let unmeasured: Vec<&Value> =
+                record["ratios"].as_array().into_iter().flatten().filter(|r| r["verdict"] == "n/a").collect();
+            assert!(unmeasured.is_empty(), "{}: targets not measured: {unmeasured:#?}", path.display());
             seen += 1;
         }
     }
