@@ -7,7 +7,7 @@ benches/report.toml's ratios name, in every group its suites list, plus the
 pipe bench's CPU per MiB and the scale bench's runs, each with a distinct,
 known cost. Every ratio the report prints is checked against the value this
 test computes on its own from those costs, every verdict against the rule
-(PASS or MISS only when the interval excludes the target), and a few rows
+(PASS or MISS only when the run's spread excludes the target), and a few rows
 against figures worked out by hand, so a swapped ratio, an inverted CPU
 ratio or a flipped comparison fails. Then the BMF: valid (numbers, lower ≤
 value ≤ upper), in units a quick and a full run of the same code give the
@@ -61,8 +61,10 @@ def needed():
     return ids
 
 
-# Hand-worked rows: (group, id) -> cost. Criterion: ns per iteration of
-# 64 MiB (so ns per byte is cost / 2^26); CPU: ns per MiB; scale: KiB.
+# Hand-worked rows: (group, id) -> median cost. Criterion: ns per iteration
+# of 64 MiB (so ns per byte is cost / 2^26), ten samples within ± 1% (their
+# spread ± 0.8%); CPU: ns per MiB, ten samples within ± 5% (their spread ±
+# 4%); scale: KiB, three runs (their spread all three).
 HAND_TIME = {
     ("pipe/200B-text/unpinned", "host-session"): 10e6,
     ("pipe/200B-text/unpinned", "rmcp"): 80e6,  # host-session / rmcp = 8.0, target 4: PASS
@@ -92,14 +94,16 @@ class Fake:
             # Distinct medians: 1.0, 1.37, 1.74, … ms per iteration.
             median = HAND_TIME.get((group, bench), (1 + 0.37 * n) * 1e6) * iteration_bytes / (64 * MIB)
             half = 0.3 if (group, bench) in self.wide else spread
-            self.time[(group, bench)] = (median, median * (1 - half), median * (1 + half))
+            self.time[(group, bench)] = (median, median * (1 - 0.8 * half), median * (1 + 0.8 * half))
             d = root / f"b{n}" / "new"
             d.mkdir(parents=True)
             (d / "benchmark.json").write_text(json.dumps(
                 {"full_id": f"{group}/{bench}", "throughput": {"Bytes": iteration_bytes}}))
-            bounds = {"lower_bound": median * (1 - half), "upper_bound": median * (1 + half)}
-            (d / "estimates.json").write_text(json.dumps(
-                {"median": {"point_estimate": median, "confidence_interval": bounds}}))
+            # Ten samples of two iterations each: median ± half/5, ± 2 half/5, …,
+            # so their median is `median` and their spread median ± 4 half/5.
+            per_iteration = [median * (1 + half * k * sign / 5) for k in range(1, 6) for sign in (1, -1)]
+            (d / "sample.json").write_text(json.dumps(
+                {"sampling_mode": "Flat", "iters": [2.0] * 10, "times": [2 * t for t in per_iteration]}))
             if suite == "pipe":
                 mid = HAND_CPU.get((group, bench), 300e3 + 41e3 * n)
                 # Ten iterations: mid ± 1%, mid ± 2%, …; their median is mid.
@@ -118,13 +122,13 @@ class Fake:
         (root / "scale" / "results.json").write_text(json.dumps({"at": now, "runs": 3, "rows": scale_rows}))
 
     def expected(self, measure, group, of, vs):
-        """cost(vs) / cost(of) and its interval, computed here from the fakes."""
+        """cost(vs) / cost(of) and its spread, computed here from the fakes."""
         if measure == "idle-memory":
             a, b = sorted(HAND_IDLE[of]), sorted(HAND_IDLE[vs])
             return b[1] / a[1], b[0] / a[2], b[2] / a[0]
         if measure == "cpu":
             a, b = sorted(self.cpu[(group, of)]), sorted(self.cpu[(group, vs)])
-            # Ten samples: the 95% interval of the median is the 2nd to the 9th.
+            # Ten samples: the spread is the 2nd to the 9th.
             mid = lambda s: (s[4] + s[5]) / 2  # noqa: E731
             return mid(b) / mid(a), b[1] / a[8], b[8] / a[1]
         (ta, la, ha), (tb, lb, hb) = self.time[(group, of)], self.time[(group, vs)]
@@ -175,7 +179,7 @@ class Ratios(unittest.TestCase):
             self.assertLessEqual(r["low"], r["value"], r)
             self.assertLessEqual(r["value"], r["high"], r)
 
-    def test_every_verdict_follows_the_interval(self):
+    def test_every_verdict_follows_the_spread(self):
         seen = set()
         for r in self.rows:
             if r["floor"]:
@@ -192,7 +196,7 @@ class Ratios(unittest.TestCase):
         # Throughput: host-session reads 64 MiB in 10 ms, rmcp in 80 ms.
         r = self.row("pipe/200B-text/unpinned", "host-session", "rmcp", "throughput")
         self.assertEqual((r["value"], r["target"], r["verdict"]), (8.0, 4.0, "PASS"))
-        self.assertEqual((r["low"], r["high"]), (round(80 * 0.99 / (10 * 1.01), 4), round(80 * 1.01 / (10 * 0.99), 4)))
+        self.assertEqual((r["low"], r["high"]), (round(80 * 0.992 / (10 * 1.008), 4), round(80 * 1.008 / (10 * 0.992), 4)))
         r = self.row("pipe/200B-text/unpinned", "host-session", "hand-written", "throughput")
         self.assertEqual((r["value"], r["verdict"]), (1.4, "MISS"))
         # CPU per MiB: host 500 µs, rmcp 1000, hand-written 1500.
@@ -217,13 +221,13 @@ class Ratios(unittest.TestCase):
         self.assertEqual(report.verdict_of(E(0.9, 0.8, 1.0), 1.0), "within noise")  # the high end on it
         self.assertEqual(report.verdict_of(None, 1.0), "n/a")
 
-    def test_median_interval_uses_order_statistics(self):
-        e = report.median_interval([10, 1, 9, 2, 8, 3, 7, 4, 6, 5])
+    def test_spread_is_the_middle_eighty_percent(self):
+        e = report.spread([10, 1, 9, 2, 8, 3, 7, 4, 6, 5])  # ten samples: the 2nd to the 9th
         self.assertEqual((e.value, e.low, e.high), (5.5, 2, 9))
-        e = report.median_interval([3.0, 1.0, 2.0])
+        e = report.spread([3.0, 1.0, 2.0])  # below ten: all of them
         self.assertEqual((e.value, e.low, e.high), (2.0, 1.0, 3.0))
-        e = report.median_interval(list(range(1, 21)))  # 20 samples: the 6th to the 15th
-        self.assertEqual((e.low, e.high), (6, 15))
+        e = report.spread(list(range(100, 0, -1)))  # 100 samples: the 11th to the 90th
+        self.assertEqual((e.value, e.low, e.high), (50.5, 11, 90))
 
     def test_quick_runs_every_target_and_leaves_the_rest(self):
         for suite in SUITES:
@@ -291,7 +295,7 @@ class Bmf(unittest.TestCase):
         # 10 ms for 64 MiB: 156,250 ns per MiB, 6,400 MiB/s; wall clock.
         self.assertAlmostEqual(host["ns-per-mib"]["value"], 10e6 / 64)
         self.assertAlmostEqual(host["mib-per-s"]["value"], 6400)
-        self.assertAlmostEqual(host["mib-per-s"]["lower_value"], 64 / (10e-3 * 1.01))
+        self.assertAlmostEqual(host["mib-per-s"]["lower_value"], 64 / (10e-3 * 1.008))
         self.assertEqual(host.keys() & {"latency", "throughput"}, set())
         tools = bmf["pipe/64KiB-tools-list/unpinned/host-session"]
         self.assertAlmostEqual(tools["cpu-us-per-mib"]["value"], 500)

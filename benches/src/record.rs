@@ -93,7 +93,7 @@ pub fn load(path: &Path) -> Result<Value, String> {
 /// the mode (`latency` and `throughput` to `ns-per-mib` and `mib-per-s`,
 /// `cpu-per-mib` to `cpu-us-per-mib`), its pipe groups get the payload
 /// version 1 wrote at each size (`200B-text`, `64KiB-tools-list`,
-/// `1MiB-source`), and each ratio's interval is its value: version 1 gave
+/// `1MiB-source`), and each ratio's spread is its value: version 1 gave
 /// verdicts on the median alone.
 pub fn upgrade(mut record: Value) -> Value {
     if record["version"] != 1 {
@@ -172,7 +172,7 @@ fn unit_of(measure: &str, bench: &Map<String, Value>) -> Option<&'static str> {
 /// What a record must be (`benches/RECORDS.md`): the fields every record
 /// has; a valid BMF object (every value a finite number, `lower_value` ≤
 /// `value` ≤ `upper_value`); every measured ratio's benches in the BMF, its
-/// interval around its value; and every verdict the one its interval and
+/// spread around its value; and every verdict the one its spread and
 /// target give: PASS when the low end is at or above the target, MISS when
 /// the high end is below it, "within noise" otherwise, "n/a" unmeasured.
 pub fn check(record: &Value) -> Result<(), String> {
@@ -254,7 +254,7 @@ fn check_ratio(ratio: &Value, bmf: &Map<String, Value>) -> Result<(), String> {
             "within noise"
         };
         if verdict != expected {
-            return Err(format!("its interval and target give {expected}, not {verdict}"));
+            return Err(format!("its spread and target give {expected}, not {verdict}"));
         }
     }
     Ok(())
@@ -351,7 +351,7 @@ pub fn readme_table(record: &Value, name: &str) -> String {
     scale_table(&mut out, record);
     let _ = writeln!(
         out,
-        "| target (ratio > 1: the first is faster or cheaper) | group | measured [95% interval] | target | verdict |"
+        "| target (ratio > 1: the first is faster or cheaper) | group | measured [spread] | target | verdict |"
     );
     let _ = writeln!(out, "|---|---|---:|---:|---|");
     for ratio in record["ratios"].as_array().into_iter().flatten().filter(|r| !r["target"].is_null()) {

@@ -42,8 +42,7 @@ pub fn quick() -> bool {
 /// 'pipe/200B/split-cpus/'`, 9 benchmarks: 105 s, and 29 s with 10,000;
 /// the quick pipe suite in `scripts/bench-report --quick` went from 698 s
 /// to 180 s). The medians the report uses are computed from the samples,
-/// not resampled; only criterion's confidence intervals, the bounds the
-/// report's verdicts use, get coarser.
+/// not resampled; only criterion's confidence intervals get coarser.
 pub fn resamples() -> usize {
     if quick() { 10_000 } else { 100_000 }
 }

@@ -152,7 +152,7 @@ fn bmf() -> Value {
 }
 
 #[test]
-fn check_holds_each_verdict_to_its_interval_and_target() {
+fn check_holds_each_verdict_to_its_spread_and_target() {
     for (value, low, high, verdict) in [
         (2.0, 1.5, 2.5, "PASS"),
         (1.2, 1.1, 1.4, "MISS"),
