@@ -90,6 +90,9 @@ class Judge(unittest.TestCase):
     def test_a_frame_lost_with_an_oversize_one_in_the_same_read(self):
         res = result({"type": "oversize"}, frame(b'{"id":3}'))
         self.assertEqual(judge("032", res)[2], ["lost-with-oversize"])
+        # The frame before the oversize line is lost to the read, not to the close.
+        res = result({"type": "oversize"}, {"type": "closed"}, state="closed")
+        self.assertEqual(sorted(judge("032", res)[2]), ["closes-on-oversize", "lost-with-oversize"])
 
     def test_the_unterminated_last_line_handed_on(self):
         res = result(frame(b'{"id":1}'), frame(b'{"id":', terminated=False))

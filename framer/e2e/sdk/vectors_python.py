@@ -149,7 +149,7 @@ def main():
     reader = "stdio_server()" if side == "server" else "stdio_client()"
     emit({"type": "hello", "reader": f"python mcp {versions['mcp']} {reader}", "versions": versions,
           "limit": {"default": None, "configurable": False,
-                    "counts": "nothing: no limit, a line is buffered whole whatever its size"}})
+                    "counts": "nothing: there is none, a line is buffered whole whatever its size"}})
     for case in cases:
         RECORDER.lines = []
         run = server_case if side == "server" else client_case

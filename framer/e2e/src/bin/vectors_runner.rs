@@ -44,7 +44,7 @@ fn main() {
                       "counts": "the bytes of one line without its \\n and without a stripped trailing \\r"}}),
         "rmcp" => json!({"type": "hello", "reader": "rmcp AsyncRwTransport",
             "limit": {"default": DEFAULT_MAX_LINE_LENGTH, "configurable": true,
-                      "counts": "the bytes of one line with its \\r and its \\n (line_buf + the read up to \\n)"}}),
+                      "counts": "the bytes of one line with its \\r and its \\n"}}),
         "id" => json!({"type": "hello", "reader": "mcp-framer-jsonrpc recover_response_id", "exact": true}),
         _ => {
             eprintln!("usage: vectors_runner core|rmcp|id < cases (JSON lines)");
