@@ -40,7 +40,7 @@ def result(*events, state="eof", **end):
 
 
 def judge(stem, res, hello=SDK):
-    return vectors.judge("an-sdk", vector(stem), res, hello)
+    return vectors.judge(vector(stem), res, hello)
 
 
 class Judge(unittest.TestCase):
