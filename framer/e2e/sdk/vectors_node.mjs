@@ -23,7 +23,8 @@
 // transport's own close() (wrapped on the instance, then called) before the
 // end of stream is the event `closed`; nothing after it is recorded.
 //
-// Every case has a deadline of 120 s (end state "timeout").
+// A client case has a deadline of 120 s (end state "timeout"); a server case
+// waits on nothing (every 'data' event is handled before emit returns).
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
