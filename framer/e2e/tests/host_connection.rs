@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use host_support::{config, fixture, tool, watchdog};
 use mcp_framer_jsonrpc::Id;
-use mcp_framer_stdio::host::{Connection, Inbound, SkippedFrame};
+use mcp_framer_stdio::host::{CloseReason, Connection, Inbound, SkippedFrame};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,22 +114,79 @@ fn dropping_a_connection_kills_its_group_with_no_runtime_running() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_leaves_nothing_of_the_group_behind_while_the_connection_lives() {
     watchdog("shutdown kills leftovers", async {
-        let mut command = tokio::process::Command::new("sh");
         // The server exits at end of stdin; its grandchild would not.
-        command.args(["-c", "sleep 1000 & echo \"pid $!\"; cat >/dev/null"]);
-        let (connection, mut inbound) = Connection::spawn(command, config()).expect("spawn");
-        let Some(Inbound::Skipped(SkippedFrame::NotJson { excerpt, .. })) = inbound.recv().await else {
-            panic!("the grandchild's pid")
-        };
-        let grandchild: u32 = excerpt.to_text().trim_start_matches("pid ").parse().expect("a pid");
+        let (connection, _inbound, grandchild) =
+            spawn_with_grandchild("sleep 1000 & echo \"pid $!\"; cat >/dev/null").await;
         let report = connection.shutdown().await;
         assert!(report.exit_status.is_some_and(|s| s.success()), "{report:?}");
-        let started = Instant::now();
-        while !dead(grandchild) {
-            assert!(started.elapsed() < Duration::from_secs(5), "the grandchild outlived the shutdown");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        dies(grandchild, "the grandchild outlived the shutdown").await;
         drop(connection);
+    })
+    .await;
+}
+
+/// Waits (5 s at most, a kill being a matter of milliseconds) until `pid`
+/// is dead; panics with `what` if it is not.
+async fn dies(pid: u32, what: &str) {
+    let started = Instant::now();
+    while !dead(pid) {
+        assert!(started.elapsed() < Duration::from_secs(5), "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Spawns `sh -c script` on a connection; the script's first line on stdout
+/// is `pid N` (a line that is not JSON-RPC): returns N.
+async fn spawn_with_grandchild(script: &str) -> (Connection, mcp_framer_stdio::host::InboundQueue, u32) {
+    let mut command = tokio::process::Command::new("sh");
+    command.args(["-c", script]);
+    let (connection, mut inbound) = Connection::spawn(command, config()).expect("spawn");
+    let Some(Inbound::Skipped(SkippedFrame::NotJson { excerpt, .. })) = inbound.recv().await else {
+        panic!("the grandchild's pid")
+    };
+    let grandchild = excerpt.to_text().trim_start_matches("pid ").parse().expect("a pid");
+    (connection, inbound, grandchild)
+}
+
+/// A server that exits while a process it left holds its stdout: the
+/// connection ends after the exit grace all the same. Its queue ends, so a
+/// transport reading it (an rmcp client's) sees the end and fails what is
+/// pending, and what the server left in its tree is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_ends_its_connection_though_a_leftover_holds_stdout() {
+    watchdog("exit with stdout held", async {
+        for _ in 0..5 {
+            let (connection, mut inbound, grandchild) =
+                spawn_with_grandchild("sleep 1000 & echo \"pid $!\"; echo 'out of cheese' >&2; exit 3").await;
+            // Without the end, this waits until the watchdog.
+            assert!(inbound.recv().await.is_none(), "nothing else was written");
+            let closed = connection.closed().expect("published before the queue ends");
+            assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
+            assert_eq!(closed.exit_status().and_then(|s| s.code()), Some(3), "{closed}");
+            assert!(closed.to_string().contains("out of cheese"), "{closed}");
+            dies(grandchild, "the leftover outlived the connection").await;
+            drop(connection);
+        }
+    })
+    .await;
+}
+
+/// A server that exits on its own, having started a process that holds
+/// none of its pipes: the connection sweeps its process group as it ends,
+/// while the group's id cannot be anyone else's (later kills will send
+/// nothing: see `Connection::may_kill`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_leaves_nothing_of_its_group_when_its_connection_ends() {
+    watchdog("detached leftover", async {
+        for _ in 0..5 {
+            let (connection, mut inbound, leftover) =
+                spawn_with_grandchild("sleep 1000 </dev/null >/dev/null 2>&1 & echo \"pid $!\"; exit 0").await;
+            assert!(inbound.recv().await.is_none());
+            let closed = connection.wait_closed().await;
+            assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
+            dies(leftover, "the leftover outlived the connection's end").await;
+            assert!(!connection.may_kill(), "reaped, its pipes closed: a late kill sends nothing");
+        }
     })
     .await;
 }

@@ -105,9 +105,10 @@ fn a_runtime_shut_down_after_its_server_exited_does_not_wait_for_the_leftovers()
         // The server is gone; the holder it left keeps stdout open.
         let closed = runtime.block_on(watchdog(WATCHDOG, "the server's exit", connection.wait_closed()));
         assert!(matches!(closed.reason(), CloseReason::Exited), "{closed}");
-        // The reader still waits on stdout. Shutting the runtime down drops
-        // it, and the tree goes with it: the shutdown does not wait for the
-        // holder (on Windows the read is a blocking call that would).
+        // The connection's end swept the tree and stopped the reader (or, if
+        // the runtime goes first, dropping the reader kills the tree): the
+        // runtime's shutdown does not wait for the holder (on Windows a
+        // pending read is a blocking call that would).
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             drop(runtime);

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use host_support::fixture;
 use mcp_framer_e2e::support::{self, proc};
-use mcp_framer_jsonrpc::RESPONSE_TOO_LARGE;
+use mcp_framer_jsonrpc::{CONNECTION_CLOSED, INVALID_RESPONSE, RESPONSE_TOO_LARGE};
 use mcp_framer_rmcp::{ChildProcess, ChildProcessHandle};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest};
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
@@ -35,8 +35,13 @@ use tokio::process::Command;
 /// above what a debug build takes for a 16 MiB response on a loaded machine).
 const DEADLINE: Duration = Duration::from_secs(15);
 
+/// How long a flood of notifications and its response may take through
+/// rmcp's service (tens of seconds in a debug build on a loaded machine,
+/// for stock rmcp too): only a response that never comes crosses it.
+const FLOOD_DEADLINE: Duration = Duration::from_secs(120);
+
 /// The most one test may take.
-const WATCHDOG: Duration = Duration::from_secs(150);
+const WATCHDOG: Duration = Duration::from_secs(300);
 
 /// Both transports' default limit, in bytes.
 const LIMIT: usize = 16 << 20;
@@ -77,10 +82,15 @@ impl Client {
 
     /// Calls `tool`; `Err` says how it failed, a timeout included.
     async fn call(&self, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
+        self.call_within(DEADLINE, tool, arguments).await
+    }
+
+    /// [`call`](Client::call), with its own deadline.
+    async fn call_within(&self, deadline: Duration, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
         let params = CallToolRequestParams::new(tool.to_owned())
             .with_arguments(arguments.as_object().cloned().unwrap_or_default());
-        match tokio::time::timeout(DEADLINE, self.service.call_tool(params)).await {
-            Err(_) => Err(format!("{tool}: no answer within {DEADLINE:?}")),
+        match tokio::time::timeout(deadline, self.service.call_tool(params)).await {
+            Err(_) => Err(format!("{tool}: no answer within {deadline:?}")),
             Ok(Err(e)) => Err(format!("{tool}: {e}")),
             Ok(Ok(result)) => Ok(result),
         }
@@ -95,6 +105,21 @@ impl Client {
 
     async fn end(self) {
         let _ = tokio::time::timeout(DEADLINE, self.service.cancel()).await;
+    }
+}
+
+impl Client {
+    /// Calls `tool` and expects a JSON-RPC error: `Err` says what came
+    /// instead (no answer within the deadline: the request waits forever).
+    async fn call_error(&self, tool: &str, arguments: Value) -> Result<rmcp::model::ErrorData, String> {
+        let params = CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        match tokio::time::timeout(DEADLINE, self.service.call_tool(params)).await {
+            Err(_) => Err(format!("no answer within {DEADLINE:?}: the request waits forever")),
+            Ok(Ok(result)) => Err(format!("a result: {result:?}")),
+            Ok(Err(ServiceError::McpError(error))) => Ok(error),
+            Ok(Err(other)) => Err(format!("failed otherwise: {other}")),
+        }
     }
 }
 
@@ -156,15 +181,7 @@ fn a_response_just_over_the_limit_fails_at_once_naming_the_length_and_the_limit(
         let client = connect(which, fixture(&[])).await;
         let outcome = async {
             for round in 1..=REPEAT as u64 {
-                let params = CallToolRequestParams::new("sized")
-                    .with_arguments(sized(LIMIT + 1).as_object().cloned().unwrap_or_default());
-                let answer = tokio::time::timeout(DEADLINE, client.service.call_tool(params)).await;
-                let error = match answer {
-                    Err(_) => return Err(format!("no answer within {DEADLINE:?}: the request waits forever")),
-                    Ok(Ok(result)) => return Err(format!("an oversize response was delivered: {result:?}")),
-                    Ok(Err(ServiceError::McpError(error))) => error,
-                    Ok(Err(other)) => return Err(format!("failed otherwise: {other}")),
-                };
+                let error = client.call_error("sized", sized(LIMIT + 1)).await?;
                 assert_eq!(i64::from(error.code.0), RESPONSE_TOO_LARGE, "{error:?}");
                 let (len, max) = (LIMIT as u64 + 1, LIMIT as u64);
                 assert!(error.message.contains(&format!("{len} bytes")), "{error:?}");
@@ -323,6 +340,116 @@ fn a_cancellation_during_output_lands_and_a_second_request_completes() {
         }
         .await;
         client.end().await;
+        outcome
+    });
+}
+
+/// A burst of notifications ahead of a response: the call returns, however
+/// far rmcp's service falls behind the server, and a ping right after is
+/// answered within a second (nothing is left wedged behind the burst). The
+/// adapter may shed notifications its queue has no room for (counted); it
+/// never sheds a response.
+#[test]
+fn a_flood_of_notifications_ahead_of_a_response_loses_no_response() {
+    battery("a flood of notifications, then the response", true, |which| async move {
+        let client = connect(which, fixture(&["--chunk", "65536"])).await;
+        let outcome = async {
+            for (count, frame_bytes) in [(400_000u64, 200u64), (2_000, 64 << 10)] {
+                let started = std::time::Instant::now();
+                let arguments = json!({"count": count, "frame_bytes": frame_bytes});
+                let result = client.call_within(FLOOD_DEADLINE, "flood", arguments).await?;
+                let flooded = result.structured_content.as_ref().map(|s| s["notifications"].clone());
+                if flooded != Some(json!(count)) {
+                    return Err(format!("flood answered {result:?}"));
+                }
+                let took = started.elapsed();
+                let ping = std::time::Instant::now();
+                tokio::time::timeout(Duration::from_secs(1), client.ping())
+                    .await
+                    .map_err(|_| format!("{count} x {frame_bytes} B: no ping answer within 1 s of the flood"))??;
+                let shed = client.handle.as_ref().map(|h| (h.metrics().overload_dropped, h.metrics().dispatch_wait));
+                eprintln!(
+                    "flood | {which:?} | {count} x {frame_bytes} B in {took:?}, ping {:?}, (dropped, waited) {shed:?}",
+                    ping.elapsed()
+                );
+            }
+            Ok(())
+        }
+        .await;
+        client.end().await;
+        outcome
+    });
+}
+
+/// A well-formed error response rmcp's types cannot read (a code that is not
+/// an integer): stock rmcp skips the line and the call waits forever; the
+/// adapter fails it at once with `INVALID_RESPONSE`.
+#[test]
+fn a_response_rmcp_cannot_read_fails_its_call_at_once() {
+    battery("a response rmcp's types reject", false, |which| async move {
+        let client = connect(which, fixture(&[])).await;
+        let outcome = async {
+            for round in 1..=REPEAT as u64 {
+                let error = client.call_error("unreadable_error", json!({})).await?;
+                assert_eq!(i64::from(error.code.0), INVALID_RESPONSE, "{error:?}");
+                assert!(error.message.contains("rejected by rmcp's types"), "{error:?}");
+                let counts = client.handle().counts();
+                assert_eq!((counts.invalid_responses, counts.rejected), (round, round), "{counts:?}");
+                client.ping().await?;
+            }
+            Ok(())
+        }
+        .await;
+        client.end().await;
+        outcome
+    });
+}
+
+/// The server exits without answering while a process it started holds its
+/// stdout: stock rmcp never sees the end of stdout, and the call waits
+/// forever; the adapter ends the connection after the exit grace and fails
+/// the call with `CONNECTION_CLOSED`, the exit status and the end of stderr
+/// in its message, and what the server left is killed.
+#[test]
+fn a_call_fails_when_the_server_exits_though_a_leftover_holds_stdout() {
+    battery("the server exits, a leftover holds stdout", false, |which| async move {
+        let (client, stderr) = match which {
+            Which::Stock => {
+                // Piped and unread: the fixture writes two short lines.
+                let (transport, stderr) =
+                    TokioChildProcess::builder(fixture(&[])).stderr(Stdio::piped()).spawn().expect("spawn");
+                (Client { service: ().serve(transport).await.expect("initialize"), handle: None }, stderr)
+            }
+            Which::Adapter => (connect(which, fixture(&[])).await, None),
+        };
+        let answer = client.call_error("exit_leaving_holder", json!({"code": 7})).await;
+        let holder = match (&client.handle, stderr) {
+            (Some(handle), _) => handle.stderr_tail(),
+            (None, Some(mut stderr)) => {
+                use tokio::io::AsyncReadExt;
+                let mut text = vec![0; 4096];
+                let n = tokio::time::timeout(DEADLINE, stderr.read(&mut text)).await.ok().and_then(Result::ok);
+                String::from_utf8_lossy(&text[..n.unwrap_or(0)]).into_owned()
+            }
+            (None, None) => String::new(),
+        };
+        let holder: Option<u32> =
+            holder.lines().find_map(|line| line.strip_prefix("holder pid ")).and_then(|pid| pid.parse().ok());
+        let outcome = match answer {
+            Err(e) => Err(e),
+            Ok(error) => {
+                assert_eq!(i64::from(error.code.0), CONNECTION_CLOSED, "{error:?}");
+                assert!(error.message.contains("exit status: 7"), "{error:?}");
+                assert!(error.message.contains("fatal: exiting with 7"), "the stderr tail is quoted: {error:?}");
+                assert_eq!(client.handle().counts().closed_pending, 1);
+                let gone = support::eventually_async(DEADLINE, || holder.is_some_and(|pid| !alive(pid))).await;
+                if gone { Ok(()) } else { Err(format!("the holder {holder:?} outlived the connection")) }
+            }
+        };
+        client.end().await;
+        if let Some(pid) = holder {
+            reap_leftover(pid);
+        }
         outcome
     });
 }

@@ -36,6 +36,19 @@ pub const OVERLOADED: i64 = -32000;
 /// closed" in the TypeScript SDK, -32001 its request timeout, -32002 MCP's
 /// resource not found).
 pub const RESPONSE_TOO_LARGE: i64 = -32010;
+/// The code of the error response a host transport gives its SDK in place of
+/// a well-formed response to one of its pending requests that the SDK's own
+/// types could not read (an error object whose `code` is not an integer, a
+/// result of a shape the SDK refuses): the request fails at once rather than
+/// wait forever for an answer that came. Its message names the request and
+/// what the SDK said. Never sent on the wire.
+pub const INVALID_RESPONSE: i64 = -32011;
+/// The code of the error response a host transport gives its SDK for each
+/// request still pending when the connection ends (the server exited or
+/// closed its stdout, was shut down or killed): its message says why, with
+/// the exit status and the end of the server's stderr. Never sent on the
+/// wire.
+pub const CONNECTION_CLOSED: i64 = -32012;
 
 /// Every code this crate defines, with its standard message (the JSON-RPC
 /// 2.0 specification's wording for the predefined ones).
@@ -47,7 +60,7 @@ pub const RESPONSE_TOO_LARGE: i64 = -32010;
 /// assert_eq!(standard_message(-32601), Some("Method not found"));
 /// assert_eq!(standard_message(-32099), None);
 /// ```
-pub const ERROR_CODES: [(i64, &str); 7] = [
+pub const ERROR_CODES: [(i64, &str); 9] = [
     (PARSE_ERROR, "Parse error"),
     (INVALID_REQUEST, "Invalid Request"),
     (METHOD_NOT_FOUND, "Method not found"),
@@ -55,6 +68,8 @@ pub const ERROR_CODES: [(i64, &str); 7] = [
     (INTERNAL_ERROR, "Internal error"),
     (OVERLOADED, "Overloaded"),
     (RESPONSE_TOO_LARGE, "Response too large"),
+    (INVALID_RESPONSE, "Invalid response"),
+    (CONNECTION_CLOSED, "Connection closed"),
 ];
 
 /// The standard message of `code`, if it is one of [`ERROR_CODES`].

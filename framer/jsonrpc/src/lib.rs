@@ -106,8 +106,8 @@ mod recover;
 mod scan;
 
 pub use codes::{
-    ERROR_CODES, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, OVERLOADED,
-    PARSE_ERROR, RESPONSE_TOO_LARGE, standard_message,
+    CONNECTION_CLOSED, ERROR_CODES, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, INVALID_RESPONSE,
+    METHOD_NOT_FOUND, OVERLOADED, PARSE_ERROR, RESPONSE_TOO_LARGE, standard_message,
 };
 pub use encode::{EncodeError, Encoder};
 pub use error::{ParseError, ParseErrorKind};

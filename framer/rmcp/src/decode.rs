@@ -45,6 +45,8 @@ pub(crate) struct Counters {
     pub(crate) oversize_errors: AtomicU64,
     pub(crate) skipped: AtomicU64,
     pub(crate) unknown_ids: AtomicU64,
+    pub(crate) invalid_responses: AtomicU64,
+    pub(crate) closed_pending: AtomicU64,
 }
 
 /// A snapshot of what the adapter counted, beside the transport's metrics.
@@ -65,6 +67,16 @@ pub struct AdapterCounts {
     /// cancellation, or never asked): logged at `WARN` and handed on, rmcp
     /// then drops them.
     pub unknown_ids: u64,
+    /// Responses to a pending request that rmcp's types rejected (also
+    /// counted in `rejected`): the request got an error response with code
+    /// [`INVALID_RESPONSE`](mcp_framer_jsonrpc::INVALID_RESPONSE) instead,
+    /// so it failed at once.
+    pub invalid_responses: u64,
+    /// Requests still pending when the server's messages ended: each got an
+    /// error response with code
+    /// [`CONNECTION_CLOSED`](mcp_framer_jsonrpc::CONNECTION_CLOSED) saying
+    /// how the connection ended.
+    pub closed_pending: u64,
 }
 
 impl Counters {
@@ -74,6 +86,8 @@ impl Counters {
             oversize_errors: self.oversize_errors.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
             unknown_ids: self.unknown_ids.load(Relaxed),
+            invalid_responses: self.invalid_responses.load(Relaxed),
+            closed_pending: self.closed_pending.load(Relaxed),
         }
     }
 }

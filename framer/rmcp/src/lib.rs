@@ -42,6 +42,14 @@
 //! request ([`RESPONSE_TOO_LARGE`](mcp_framer_jsonrpc::RESPONSE_TOO_LARGE)),
 //! and what rmcp cannot take is counted and logged.
 //!
+//! **Features.** None is on by default: enable `client` for [`ChildProcess`]
+//! (a host spawning a server), `server` for `stdio()` (serving on this
+//! process's stdio), or both; each pulls only its half of rmcp and of
+//! [`mcp_framer_stdio`]. (rmcp's own default features include its `server`:
+//! a client-only user also sets `default-features = false` on rmcp.)
+//! What a user configures is re-exported here, so no direct dependency on
+//! [`mcp_framer_stdio`] is needed.
+//!
 //! **Versions.** rmcp's traits must be the same crate on both sides: this
 //! crate depends on rmcp `3.11` (any 3.x from 3.11), so a user's
 //! `rmcp = "3.11"` resolves to the same one. [`rmcp`] is re-exported for
@@ -60,8 +68,15 @@ mod decode;
 mod server;
 
 #[cfg(feature = "client")]
-pub use client::{ChildProcess, ChildProcessBuilder, ChildProcessHandle};
+pub use client::{ChildProcess, ChildProcessBuilder, ChildProcessHandle, DEFAULT_MAX_WAIT};
 #[cfg(any(feature = "client", feature = "server"))]
 pub use decode::AdapterCounts;
+/// What a client configures and reads: the host's configuration, its
+/// metrics, and how a connection ended.
+#[cfg(feature = "client")]
+pub use mcp_framer_stdio::host::{
+    CloseReason, Closed, Connection, MetricsSnapshot, Overload, OverloadPolicy, SessionConfig, ShutdownConfig,
+    ShutdownReport, ShutdownStage, StderrLog,
+};
 #[cfg(feature = "server")]
 pub use server::{Stdio, StdioHandle, capture, stdio, stdio_with_config};

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 ///
 /// Tools: ping echo big sized giant_field many_blocks malformed stderr_flood
 /// log_line slow_stream hostile_payload split_writes stream flood silent
-/// ask_client exit_mid_frame stats. Diagnostics go to stderr; the last stderr line at EOF is the
+/// ask_client exit_mid_frame exit_leaving_holder unreadable_error stats. Diagnostics go to stderr; the last stderr line at EOF is the
 /// report line `stats: {json}`.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "hostile_server")]

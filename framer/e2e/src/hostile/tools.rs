@@ -127,6 +127,17 @@ impl Call<'_> {
             }
             "ask_client" => self.ask_client(),
             "exit_mid_frame" => self.exit_mid_frame(),
+            "exit_leaving_holder" => self.exit_leaving_holder(),
+            "unreadable_error" => {
+                // Well-formed JSON-RPC, but no SDK's error type takes a
+                // code that is not an integer.
+                let error = json!({"code": 1.5, "message": "an error code that is not an integer"});
+                let frame = encode(&json!({"jsonrpc": "2.0", "id": self.id, "error": error}));
+                if let Some(mut out) = self.out() {
+                    out.frame(&frame, self.chunk);
+                }
+                Ok(None)
+            }
             "stats" => {
                 let stats = self.server.snapshot().json();
                 Ok(Some(json!({
@@ -192,7 +203,8 @@ impl Call<'_> {
 
     /// Writes `count` notifications of exactly `frame_bytes` bytes (their
     /// `\n` included) as fast as it can: one template, a 12-digit sequence
-    /// number patched in, many frames per `write(2)`. For volume tests.
+    /// number patched in, many frames per `write(2)`. For volume tests. Its
+    /// result's text is padded to `result_bytes` bytes (default: not).
     fn flood(&self) -> Result<Option<Value>, RpcError> {
         const SEQ: &str = "000000000000";
         let count = self.u64("count", 1000)?;
@@ -228,8 +240,12 @@ impl Call<'_> {
             out.end_frame();
         }
         let blocked = self.server.stats.blocked_write_us.load(SeqCst) - blocked_before;
+        // A result of at least `result_bytes` bytes of text, if asked.
+        let mut text = format!("flooded {count} notifications");
+        let pad = self.size("result_bytes", 0)?.saturating_sub(text.len());
+        text.push_str(&".".repeat(pad));
         Ok(Some(json!({
-            "content": [{"type": "text", "text": format!("flooded {count} notifications")}],
+            "content": [{"type": "text", "text": text}],
             "structuredContent": {
                 "notifications": count,
                 "bytes": count * as_u64(frame_bytes),
@@ -430,12 +446,31 @@ impl Call<'_> {
         })))
     }
 
-    fn exit_mid_frame(&self) -> Result<Option<Value>, RpcError> {
-        let code = self.u64("code", 3)?;
-        let code = i32::try_from(code)
+    /// Starts a process that holds this server's stdout (`sleep`, in the
+    /// server's process group, its pid on stderr as `holder pid N`), writes
+    /// a last word to stderr, and exits with `code` without answering.
+    fn exit_leaving_holder(&self) -> Result<Option<Value>, RpcError> {
+        let code = self.exit_code(7)?;
+        let holder = std::process::Command::new("sleep")
+            .arg("300")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| RpcError::invalid_params(format!("could not start the holder: {e}")))?;
+        eprintln!("holder pid {}", holder.id());
+        eprintln!("fatal: exiting with {code}, a holder keeps stdout open");
+        std::process::exit(code);
+    }
+
+    /// The `code` argument, an exit status (0 to 255).
+    fn exit_code(&self, default: u64) -> Result<i32, RpcError> {
+        i32::try_from(self.u64("code", default)?)
             .ok()
             .filter(|c| *c <= 255)
-            .ok_or_else(|| RpcError::invalid_params("argument `code` must be 0..=255"))?;
+            .ok_or_else(|| RpcError::invalid_params("argument `code` must be 0..=255"))
+    }
+
+    fn exit_mid_frame(&self) -> Result<Option<Value>, RpcError> {
+        let code = self.exit_code(3)?;
         let frame = encode(&response(self.id, Ok(text_result("this frame is never finished ".repeat(32)))));
         let half = frame.len() / 2;
         if let Some(mut out) = self.out() {
@@ -521,7 +556,7 @@ fn tools_list() -> Value {
         (
             "flood",
             "`count` notifications of `frame_bytes` bytes, many per write, then the response",
-            &[("count", "integer"), ("frame_bytes", "integer")],
+            &[("count", "integer"), ("frame_bytes", "integer"), ("result_bytes", "integer")],
         ),
         ("silent", "Never answers", &[]),
         (
@@ -530,6 +565,8 @@ fn tools_list() -> Value {
             &[("notifications", "integer")],
         ),
         ("exit_mid_frame", "Half a frame, then exit(code)", &[("code", "integer")]),
+        ("exit_leaving_holder", "Exit(code) without answering, a child left holding stdout", &[("code", "integer")]),
+        ("unreadable_error", "An error response whose code is not an integer", &[]),
         ("stats", "Write statistics", &[]),
     ];
     let tools: Vec<Value> = TOOLS

@@ -89,7 +89,10 @@ pub struct SessionConfig {
     pub stderr_log: StderrLog,
     /// Once the child exited (or stdout closed), how long to wait for stdout
     /// and stderr to reach end of file (or for the child to exit) before the
-    /// session is declared over. Default 1 s.
+    /// session is declared over. Default 1 s. If the child exited and its
+    /// stdout is still open then (a process it left holds it), the reader
+    /// stops all the same: the inbound queue ends once what was queued is
+    /// taken, and what is left of the process tree is killed.
     pub exit_grace: Duration,
     /// The shutdown sequence's waits.
     pub shutdown: ShutdownConfig,
@@ -231,6 +234,20 @@ pub enum OverloadPolicy {
 /// stalled application makes the host hold is bounded by the larger of
 /// `max_queued_bytes` and one message.
 ///
+/// **What is never refused: a response owed.** On a
+/// [`Connection`](super::Connection), a request written with
+/// [`Connection::send`](super::Connection::send) makes its response owed
+/// until it arrives or a `notifications/cancelled` naming its id is sent. A
+/// response or error response for an owed id, or the report of an oversize
+/// response whose recovered id is owed, is queued whatever the policy and
+/// whatever the wait budget: it counts against the bound when it fits, and is
+/// queued outside the bound when it does not. What responses hold beyond the
+/// bound is so limited by the requests the application has in flight (each
+/// at most the transport limit). A response nobody asked for (or one that
+/// comes after its cancellation) is treated like a notification. (A
+/// [`Session`](super::Session) hands responses to their requests directly,
+/// never through the queue.)
+///
 /// **Overload episode.** An episode starts when a message does not fit, and
 /// ends only once the application has dropped what it held to at most half
 /// the bound (not as soon as one message fits). Each episode is counted in
@@ -253,6 +270,10 @@ pub enum OverloadPolicy {
 ///   `write(2)` (unable to read its stdin, cancellations included), for up to
 ///   `max_wait` per episode; then the reader sheds until the application has
 ///   caught up halfway.
+///
+/// An episode is logged at `WARN` when it starts (the bound, the policy) and
+/// when it ends (how many messages it dropped and how many server requests
+/// it rejected); each message refused is logged at `DEBUG`.
 ///
 /// **Letting the application run.** A message that does not fit is not
 /// refused at once: the reader first yields to the runtime a few times (no

@@ -6,7 +6,7 @@ use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 
-use tokio::process::Command;
+use tokio::process::{ChildStderr, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 
@@ -14,7 +14,8 @@ use super::config::SessionConfig;
 use super::error::{CloseReason, Closed, WriteError};
 use super::inbound::{InboundQueue, inbound_channel};
 use super::metrics::{Metrics, MetricsSnapshot};
-use super::reader::{Reader, Responses};
+use super::owed::Owed;
+use super::reader::{Answers, Reader, Responses};
 use super::stderr::{StderrTail, drain_stderr};
 use super::supervisor::{Reason, ShutdownReport, Signal, Supervisor, stop_child};
 use super::writer::Writer;
@@ -34,7 +35,8 @@ use mcp_framer_jsonrpc::Encoder;
 ///   over [`SessionConfig::framer`]`.max_frame`, and queues every classified
 ///   message (requests, notifications **and responses**) and every report of
 ///   what it skipped on the returned [`InboundQueue`], bounded by bytes, with
-///   the [`Overload`](super::Overload) rules for what does not fit. An
+///   the [`Overload`](super::Overload) rules for what does not fit (a
+///   response to a request sent here is never refused). An
 ///   oversize response whose id was recovered arrives as
 ///   [`SkippedFrame::Oversize`](super::SkippedFrame::Oversize) with its id,
 ///   length and limit, in its place in the stream, so the request it answers
@@ -89,7 +91,12 @@ pub struct Connection {
     pid: Option<u32>,
     killer: Killer,
     config: SessionConfig,
-    /// The reader, stderr and writer tasks, stopped by `shutdown`.
+    /// The responses owed to this connection's user (none inside a session,
+    /// whose request table takes them).
+    owed: Option<Arc<Owed>>,
+    /// The reader, stderr and writer tasks, in this order, stopped by
+    /// `shutdown`. The first two read until the last process holding the
+    /// server's stdout or stderr lets go.
     tasks: [AbortHandle; 3],
 }
 
@@ -101,22 +108,41 @@ impl Connection {
     /// (method not found, saying so) and drops the rest, counting both in
     /// [`unconsumed`](MetricsSnapshot::unconsumed).
     pub fn spawn(command: Command, config: SessionConfig) -> io::Result<(Connection, InboundQueue)> {
-        Connection::start(command, config, None)
+        let (connection, queue, _) = Connection::start(command, config, None, None)?;
+        Ok((connection, queue))
+    }
+
+    /// [`spawn`](Connection::spawn), with the server's stderr given
+    /// `stderr` instead of drained by the connection: inherited, the null
+    /// device, a file, or a pipe whose read end is returned (the caller must
+    /// then read it: a server whose stderr pipe fills stops). The stderr
+    /// tail then stays empty and nothing of stderr is counted. For a
+    /// transport that keeps another SDK's builder shape (rmcp's
+    /// `builder(cmd).stderr(..)`).
+    pub fn spawn_with_stderr(
+        command: Command,
+        config: SessionConfig,
+        stderr: Stdio,
+    ) -> io::Result<(Connection, InboundQueue, Option<ChildStderr>)> {
+        Connection::start(command, config, None, Some(stderr))
     }
 
     /// Spawns `command`; with `responses`, the reader hands responses to
-    /// them instead of queueing them (a [`Session`](super::Session)).
+    /// them instead of queueing them (a [`Session`](super::Session)); with
+    /// `stderr`, the server's stderr is that, and what it pipes is returned.
     pub(crate) fn start(
         mut command: Command,
         config: SessionConfig,
         responses: Option<Arc<dyn Responses>>,
-    ) -> io::Result<(Connection, InboundQueue)> {
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        stderr: Option<Stdio>,
+    ) -> io::Result<(Connection, InboundQueue, Option<ChildStderr>)> {
+        let drained = stderr.is_none();
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr.unwrap_or_else(Stdio::piped));
         let (mut child, killer) = tree::spawn(&mut command, config.process_tree)?;
         let piped = || io::Error::other("the child's stdio was not piped");
         let stdin = child.take_stdin().ok_or_else(piped)?;
         let stdout = child.take_stdout().ok_or_else(piped)?;
-        let stderr = child.take_stderr().ok_or_else(piped)?;
+        let stderr = child.take_stderr();
         let pid = child.id();
 
         let metrics = Arc::new(Metrics::default());
@@ -125,8 +151,12 @@ impl Connection {
         let (writer, writer_task) =
             Writer::spawn_watched(stdin, config.write_timeout, Arc::clone(&metrics), Some(stalled_tx));
         let (inbound, queue) = inbound_channel();
-        let reader =
-            Reader::with_metrics(&config, inbound, Arc::clone(&metrics)).attach(writer.clone(), responses.clone());
+        let owed = responses.is_none().then(Arc::<Owed>::default);
+        let answers = match (&responses, &owed) {
+            (Some(responses), _) => Answers::Table(Arc::clone(responses)),
+            (None, owed) => Answers::Owed(Arc::clone(owed.as_ref().expect("owed without a table"))),
+        };
+        let reader = Reader::with_metrics(&config, inbound, Arc::clone(&metrics)).attach(writer.clone(), answers);
         // Dropped before the end of stdout (the runtime shuts down, maybe
         // after the server exited and left a process holding stdout): the
         // tree goes, so no read is left pending.
@@ -136,7 +166,12 @@ impl Connection {
             guard.disarm();
             report
         });
-        let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail), Arc::clone(&metrics), config.stderr_log));
+        let (stderr, given) = match stderr {
+            Some(stderr) if drained => {
+                (tokio::spawn(drain_stderr(stderr, Arc::clone(&tail), Arc::clone(&metrics), config.stderr_log)), None)
+            }
+            given => (tokio::spawn(async {}), given),
+        };
         let (signals, signals_rx) = mpsc::channel(8);
         let (exit_tx, exit) = watch::channel(None);
         let (closed_tx, closed) = watch::channel(None);
@@ -164,8 +199,8 @@ impl Connection {
             .run(),
         );
         let connection =
-            Connection { writer, metrics, tail, reason, signals, exit, closed, pid, killer, config, tasks };
-        Ok((connection, queue))
+            Connection { writer, metrics, tail, reason, signals, exit, closed, pid, killer, config, owed, tasks };
+        Ok((connection, queue, given))
     }
 
     /// The encoder of what this connection sends, with
@@ -178,14 +213,28 @@ impl Connection {
     /// [`encoder`](Connection::encoder) makes them) and waits until it is
     /// written, or failed: within [`SessionConfig::write_timeout`], or the
     /// connection ends ([`CloseReason::StdinStalled`]).
+    ///
+    /// A request's response becomes owed: it (or its error response, or the
+    /// report of its oversize response) is never refused by the overload
+    /// policy, until it arrives or a `notifications/cancelled` naming its id
+    /// is sent (see [`Overload`](super::Overload)).
     pub async fn send(&self, frame: Vec<u8>) -> Result<(), WriteError> {
+        self.note_sending(&frame);
         self.writer.write(frame).await
+    }
+
+    /// What `frame` means for the responses owed.
+    fn note_sending(&self, frame: &[u8]) {
+        if let Some(owed) = &self.owed {
+            owed.sending(frame);
+        }
     }
 
     /// Queues one frame for the writer without waiting; `false` if the
     /// writer's queue is full or the connection is closed. For callers that
     /// must never wait, such as drop guards sending a cancellation.
     pub fn try_send(&self, frame: Vec<u8>) -> bool {
+        self.note_sending(&frame);
         self.writer.try_write(frame)
     }
 
@@ -248,11 +297,13 @@ impl Connection {
     pub async fn shutdown(&self) -> ShutdownReport {
         self.reason.set(CloseReason::Shutdown);
         let stage = stop_child(&self.writer, &self.exit, &self.signals, self.config.shutdown).await;
+        if self.exit.borrow().is_some() && self.killer.tree() {
+            // The server was just reaped: what its children left in its tree
+            // goes too, now, while the group's id cannot be anyone else's.
+            self.sweep();
+        }
         // Let the supervisor publish the end with the final status.
         let _ = tokio::time::timeout(self.config.exit_grace * 2, self.wait_closed()).await;
-        // The server exited (or was killed): what its children left in its
-        // group goes too.
-        self.kill();
         // Whatever still holds stdout or stderr open is no longer this
         // connection's business.
         for task in &self.tasks {
@@ -276,14 +327,36 @@ impl Connection {
     /// plain signal on unix, the job terminated on Windows, so it works with
     /// no runtime running (the supervisor, which also kills the server when
     /// it sees the connection gone, may never run again once the runtime
-    /// shuts down). A lone pid is signalled only while the supervisor has
-    /// not recorded its exit, so it cannot belong to another process yet; a
-    /// group id is not given to a new process while any member of the group
-    /// lives, and stopping an empty group or job does nothing.
+    /// shuts down).
+    ///
+    /// Only what can still be the server's is signalled, however late this
+    /// runs (a handle may outlive everything; see [`may_kill`](Connection::may_kill)).
     pub fn kill(&self) {
-        if !self.killer.tree() && self.exit.borrow().is_some() {
-            return;
+        if self.may_kill() {
+            self.sweep();
         }
+    }
+
+    /// Whether [`kill`](Connection::kill) would signal anything now. The
+    /// server, while the supervisor has not recorded its exit: its pid is
+    /// not free yet. Once it has, its process group only while a process
+    /// still holds the server's stdout or stderr open (the reader or the
+    /// stderr drain is still reading), since a group id is not given to a
+    /// new process while any member lives. After that the group may be
+    /// empty and its id given to a stranger: nothing is sent. That is why the
+    /// group is swept once at the end instead, right after the server's
+    /// reaping: by [`shutdown`](Connection::shutdown), and by the supervisor
+    /// when the connection ends. (A Job Object is a handle of its own:
+    /// terminating an empty job does nothing.)
+    pub fn may_kill(&self) -> bool {
+        let reaped = self.exit.borrow().is_some();
+        let pipes_held = self.tasks[..2].iter().any(|task| !task.is_finished());
+        !reaped || (self.killer.tree() && pipes_held)
+    }
+
+    /// Kills the tree (or the server alone), whether or not it can still be
+    /// the server's: for the moments when it certainly is.
+    fn sweep(&self) {
         if let Err(e) = self.killer.kill() {
             tracing::trace!("killing the server (pid {:?}): {e}", self.pid);
         }
@@ -295,5 +368,45 @@ impl Drop for Connection {
     /// connection.
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        command
+    }
+
+    /// A late kill (a handle's, `Drop`'s) signals the server's tree only
+    /// while it can still be the server's: the old rule signalled a tree at
+    /// any time, long after its group was empty and its id free for reuse.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_kill_signals_only_what_can_still_be_the_servers() {
+        let config = SessionConfig::default().with_exit_grace(std::time::Duration::from_millis(100));
+        for tree in [true, false] {
+            let config = SessionConfig { process_tree: tree, ..config };
+            // Alive: its pid and its group are its own.
+            let (connection, _queue) = Connection::spawn(sh("read line"), config).unwrap();
+            assert!(connection.may_kill(), "tree {tree}: the server runs");
+            // Exited and reaped, a process it left holding its stdout: the
+            // group still has a member, so its id is still the server's.
+            let (connection, _queue) = Connection::spawn(sh("sleep 5 & exec true"), config).unwrap();
+            let mut exit = connection.exit.clone();
+            exit.wait_for(Option::is_some).await.unwrap();
+            assert_eq!(connection.may_kill(), tree, "tree {tree}: reaped, stdout held until the grace ends");
+            // The connection ends: its group was swept, its pipes are closed.
+            connection.wait_closed().await;
+            tokio::time::timeout(std::time::Duration::from_secs(10), async {
+                while connection.may_kill() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("tree {tree}: a late kill would still signal a group that may be a stranger's"));
+        }
     }
 }

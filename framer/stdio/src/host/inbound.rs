@@ -304,9 +304,9 @@ pub enum Inbound {
     /// Something the reader discarded. Reports are queued only when there is
     /// room at once: they never make the reader wait and never trigger the
     /// overload policy (the metrics count them all). The exception is the
-    /// report of an oversize response whose id was recovered, on a
-    /// [`Connection`](super::Connection): it stands for a response, and is
-    /// delivered like one.
+    /// report of an oversize response whose recovered id is owed, on a
+    /// [`Connection`](super::Connection): it stands for that response, and is
+    /// never refused (see [`Overload`](super::Overload)).
     Skipped(SkippedFrame),
 }
 

@@ -135,6 +135,7 @@ mod inbound;
 mod metrics;
 mod outgoing;
 mod overload;
+mod owed;
 mod pending;
 mod reader;
 mod recover;

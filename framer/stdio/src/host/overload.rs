@@ -13,7 +13,7 @@ use super::config::{Overload, OverloadPolicy};
 use super::inbound::{ITEM_OVERHEAD, Inbound, Sent};
 use super::metrics::Metrics;
 use crate::bound::{ByteBound, Held};
-use crate::counter::{add, bump, undo};
+use crate::counter::{add, bump, get, undo};
 
 /// How many times the reader yields to the runtime, letting the application
 /// run, before a message that does not fit gets the policy. A consumer that
@@ -44,8 +44,10 @@ pub(crate) struct Dispatch {
     policy: OverloadPolicy,
     max_wait: Duration,
     /// The current overload episode, if any: how much of its wait budget has
-    /// been spent.
+    /// been spent, and what the counters of refused messages said when it
+    /// began (its end reports what it refused).
     episode: Option<Duration>,
+    refused_before: (u64, u64),
     /// Bytes of the queued items not dropped yet.
     bytes: ByteBound,
     metrics: Arc<Metrics>,
@@ -69,6 +71,7 @@ impl Dispatch {
             policy: overload.policy,
             max_wait: overload.max_wait,
             episode: None,
+            refused_before: (0, 0),
             bytes: ByteBound::new(overload.max_queued_bytes),
             metrics,
         }
@@ -112,7 +115,7 @@ impl Dispatch {
         // Counted before it is queued: whoever takes it sees it counted.
         let message = u64::from(!matches!(item, Inbound::Skipped(_)));
         add(&self.metrics.delivered, message);
-        match self.queue.send(sent(item, held)) {
+        match self.queue.send(sent(item, Some(held))) {
             Ok(()) => Verdict::Queued,
             Err(mut closed) => {
                 undo(&self.metrics.delivered, message);
@@ -128,6 +131,7 @@ impl Dispatch {
             Some(spent) => spent,
             None => {
                 bump(&self.metrics.overload_episodes);
+                self.refused_before = self.refused();
                 tracing::warn!(
                     "inbound queue full ({} of at most {} bytes held; wait budget per episode {:?}): \
                      applying the overload policy {:?}",
@@ -182,11 +186,26 @@ impl Dispatch {
         })
     }
 
+    /// Queues an item owed to the application (a response, or the report of
+    /// an oversize response, for a request it is waiting on): never
+    /// refused, whatever the policy. It counts against the byte bound when
+    /// it fits; when it does not, it is queued all the same, outside the
+    /// bound (what such items hold is bounded by the requests in flight).
+    /// Gives it back if the receiver is gone.
+    pub(crate) fn owed(&mut self, item: Inbound) -> Option<Inbound> {
+        let held = self.bytes.try_acquire(cost(&item));
+        let message = u64::from(!matches!(item, Inbound::Skipped(_)));
+        add(&self.metrics.delivered, message);
+        let mut closed = self.queue.send(sent(item, held)).err()?;
+        undo(&self.metrics.delivered, message);
+        closed.0.items.pop()
+    }
+
     /// Queues a report only if there is room right now (reports are also
     /// counted in the metrics and never wait or get the policy).
     pub(crate) fn offer_report(&mut self, item: Inbound) -> bool {
         let Some(held) = self.bytes.try_acquire(cost(&item)) else { return false };
-        self.queue.send(sent(item, held)).is_ok()
+        self.queue.send(sent(item, Some(held))).is_ok()
     }
 
     /// After items were queued: past the high-water mark (half the byte
@@ -204,7 +223,20 @@ impl Dispatch {
     fn end_episode_if_drained(&mut self) {
         if self.episode.is_some() && self.bytes.held() <= self.bytes.max() / 2 {
             self.episode = None;
+            let (dropped, rejected) = self.refused();
+            let (dropped, rejected) = (dropped - self.refused_before.0, rejected - self.refused_before.1);
+            tracing::warn!(
+                dropped,
+                rejected,
+                "inbound queue drained to half its bound: the overload episode is over \
+                 ({dropped} messages dropped, {rejected} server requests rejected during it)"
+            );
         }
+    }
+
+    /// The counters of messages refused so far: dropped, rejected.
+    fn refused(&self) -> (u64, u64) {
+        (get(&self.metrics.overload_dropped), get(&self.metrics.overload_rejected))
     }
 
     /// Whether an overload episode is running.
@@ -220,15 +252,17 @@ impl Dispatch {
     }
 }
 
-/// `item` alone, its bytes held: by the message until it is dropped, or, for
-/// a report, until the application takes it.
-fn sent(mut item: Inbound, held: Held) -> Sent {
+/// `item` alone, its bytes held (if they are counted): by the message until
+/// it is dropped, or, for a report, until the application takes it.
+fn sent(mut item: Inbound, held: Option<Held>) -> Sent {
     match &mut item {
         Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
-            received.hold(held);
+            if let Some(held) = held {
+                received.hold(held);
+            }
             Sent { items: vec![item], held: None }
         }
-        Inbound::Skipped(_) => Sent { items: vec![item], held: Some(held) },
+        Inbound::Skipped(_) => Sent { items: vec![item], held },
     }
 }
 

@@ -16,6 +16,7 @@ use super::inbound::{Frames, Head, Inbound, InboundSender, Received, Sent, Skipp
 use super::metrics::Metrics;
 use super::outgoing;
 use super::overload::{Dispatch, Verdict};
+use super::owed::Owed;
 use super::recover::IdWatch;
 use super::writer::Writer;
 use crate::counter::bump;
@@ -37,6 +38,15 @@ pub(crate) trait Responses: Send + Sync + fmt::Debug {
     fn oversize(&self, id: Option<&OwnedId>, len: u64, max: u64, metrics: &Metrics);
     /// The session ended: everything waiting fails with `closed`.
     fn close(&self, closed: Arc<Closed>);
+}
+
+/// Where a reader attached to a child's stdin hands responses.
+#[derive(Debug)]
+pub(crate) enum Answers {
+    /// To a session's request table.
+    Table(Arc<dyn Responses>),
+    /// To the queue, never refusing those owed to the connection's user.
+    Owed(Arc<Owed>),
 }
 
 /// Why a reader stopped.
@@ -155,6 +165,8 @@ pub struct Reader {
     metrics: Arc<Metrics>,
     /// The request table, inside a session.
     responses: Option<Arc<dyn Responses>>,
+    /// The responses a connection's user is owed, never refused.
+    owed: Option<Arc<Owed>>,
     /// Where overload and no-consumer replies go.
     writer: Option<Writer>,
     ids: IdWatch,
@@ -177,6 +189,8 @@ struct Batch {
 #[derive(Debug)]
 enum Item {
     Message(Head),
+    /// A response owed to the application: never refused.
+    Owed(Head),
     Skipped(SkippedFrame),
 }
 
@@ -185,7 +199,7 @@ impl Item {
     fn into_report(self) -> Inbound {
         match self {
             Item::Skipped(skipped) => Inbound::Skipped(skipped),
-            Item::Message(_) => unreachable!("a batch without messages holds reports only"),
+            Item::Message(_) | Item::Owed(_) => unreachable!("a batch without messages holds reports only"),
         }
     }
 }
@@ -193,13 +207,14 @@ impl Item {
 impl Batch {
     /// Copies `frame` in and keeps the routing fields of its `message`;
     /// `hint`: the bytes the read left in the framer, to size the buffer once.
-    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize) {
+    /// `owed`: the message is a response owed to the application.
+    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize, owed: bool) {
         if self.bytes.capacity() == 0 {
             self.bytes.reserve(hint.max(frame.len()));
         }
         let head = Head::new(self.bytes.len(), frame, message);
         self.bytes.extend_from_slice(frame);
-        self.items.push(Item::Message(head));
+        self.items.push(if owed { Item::Owed(head) } else { Item::Message(head) });
         self.messages += 1;
     }
 }
@@ -229,6 +244,7 @@ impl Reader {
             dispatch: Dispatch::new(inbound.0, config.overload, Arc::clone(&metrics)),
             metrics,
             responses: None,
+            owed: None,
             writer: None,
             ids: IdWatch::default(),
             discard_base: None,
@@ -236,11 +252,15 @@ impl Reader {
         }
     }
 
-    /// Sends overload and no-consumer replies through `writer`, and, inside
-    /// a session, hands responses to `responses`.
-    pub(crate) fn attach(mut self, writer: Writer, responses: Option<Arc<dyn Responses>>) -> Reader {
+    /// Sends overload and no-consumer replies through `writer`; inside a
+    /// session, hands responses to `responses`; on a connection, never
+    /// refuses the responses `owed`.
+    pub(crate) fn attach(mut self, writer: Writer, answers: Answers) -> Reader {
         self.writer = Some(writer);
-        self.responses = responses;
+        match answers {
+            Answers::Table(responses) => self.responses = Some(responses),
+            Answers::Owed(owed) => self.owed = Some(owed),
+        }
         self
     }
 
@@ -335,11 +355,12 @@ impl Reader {
                             continue;
                         }
                     };
-                    let routed =
-                        self.responses.is_some() && matches!(message.kind(), Kind::Response | Kind::ErrorResponse);
+                    let response = matches!(message.kind(), Kind::Response | Kind::ErrorResponse);
+                    let routed = response && self.responses.is_some();
+                    let owed = response && self.is_owed(message.id());
                     let large = frame.len() > take_above;
                     if !routed && !large {
-                        self.batch.push(frame, &message, hint);
+                        self.batch.push(frame, &message, hint, owed);
                         continue;
                     }
                     let (len, head) = (frame.len(), Head::new(0, frame, &message));
@@ -357,6 +378,7 @@ impl Reader {
                     self.publish(framer);
                     match &self.responses {
                         Some(responses) if routed => responses.response(received, &self.metrics),
+                        _ if owed => self.deliver_owed(inbound(received)).await,
                         _ => self.deliver_one(inbound(received)).await?,
                     }
                 }
@@ -385,8 +407,15 @@ impl Reader {
                             }
                             responses.oversize(id.as_ref(), len, max, &self.metrics);
                         }
-                        // It stands for a response: delivered like one.
-                        None if id.is_some() => {
+                        // It stands for a response owed: delivered like one.
+                        None if self.is_owed(id.as_ref()) => {
+                            self.flush(framer).await?;
+                            self.publish(framer);
+                            self.deliver_owed(Inbound::Skipped(report)).await;
+                        }
+                        // A standalone reader owes nothing: a report with an
+                        // id is offered like a response.
+                        None if id.is_some() && self.owed.is_none() => {
                             self.flush(framer).await?;
                             self.publish(framer);
                             self.deliver_one(Inbound::Skipped(report)).await?;
@@ -431,7 +460,7 @@ impl Reader {
                 let items = items
                     .into_iter()
                     .map(|item| match item {
-                        Item::Message(head) => inbound(Received::in_frames(&frames, head)),
+                        Item::Message(head) | Item::Owed(head) => inbound(Received::in_frames(&frames, head)),
                         Item::Skipped(skipped) => Inbound::Skipped(skipped),
                     })
                     .collect();
@@ -446,6 +475,7 @@ impl Reader {
         for item in items {
             match item {
                 Item::Message(head) => self.deliver_one(inbound(Received::copied_out(&bytes, head))).await?,
+                Item::Owed(head) => self.deliver_owed(inbound(Received::copied_out(&bytes, head))).await,
                 Item::Skipped(skipped) => {
                     self.dispatch.offer_report(Inbound::Skipped(skipped));
                 }
@@ -459,6 +489,24 @@ impl Reader {
     /// otherwise sit in every reader's future.
     async fn deliver_one(&mut self, item: Inbound) -> Result<(), ReaderEnd> {
         Box::pin(self.deliver(item)).await
+    }
+
+    /// Whether a response with `id` is owed to a connection's user (it then
+    /// no longer is: the caller delivers it).
+    fn is_owed(&self, id: Option<&mcp_framer_jsonrpc::Id<'_>>) -> bool {
+        match (&self.owed, id) {
+            (Some(owed), Some(id)) => owed.settle(id),
+            _ => false,
+        }
+    }
+
+    /// Queues an item owed to the application, never refused (see
+    /// [`Owed`]).
+    async fn deliver_owed(&mut self, item: Inbound) {
+        match self.dispatch.owed(item) {
+            None => self.dispatch.after_delivery().await,
+            Some(item) => self.unconsumed(item),
+        }
     }
 
     /// Offers one item to the queue and carries out the verdict.
@@ -657,7 +705,7 @@ mod tests {
         let (stdin, _child_stdin) = tokio::io::duplex(4096);
         let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
         let reader = Reader::new(&SessionConfig::default().with_overload(overload), tx)
-            .attach(writer, Some(Arc::clone(&pending) as Arc<dyn Responses>));
+            .attach(writer, Answers::Table(Arc::clone(&pending) as Arc<dyn Responses>));
         let metrics = reader.metrics();
         let (mut server, stdout) = tokio::io::duplex(1 << 16);
         let reader = tokio::spawn(reader.run(stdout));
@@ -692,6 +740,61 @@ mod tests {
         assert_eq!((m.delivered, m.overload_dropped, m.responses), (3, 0, 1));
     }
 
+    /// Every way a response reaches a connection's queue (in a batch, alone
+    /// when large, as the report of an oversize response), owed or not,
+    /// with no room at all for anything else.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_owed_response_is_never_refused_whatever_the_policy() {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#;
+        let small = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        let large = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"{}"}}"#, "x".repeat(200));
+        let oversize = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"{}"}}"#, "x".repeat(400));
+        let error = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":1,"message":"no"}}}}"#);
+        for policy in [OverloadPolicy::Drop, OverloadPolicy::Reject] {
+            for _ in 0..20 {
+                let owed = Arc::new(Owed::default());
+                for id in [1, 2, 3, 4] {
+                    owed.sending(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#).as_bytes());
+                }
+                // Ids 5 to 8 were never asked (or were cancelled): late.
+                let mut input = String::new();
+                for (owed_id, late_id) in [(1, 5), (2, 6), (3, 7), (4, 8)] {
+                    let make = [small, large, oversize, error][owed_id as usize - 1];
+                    input += &format!("{note}\n{note}\n{}\n{note}\n{}\n", make(owed_id), make(late_id));
+                }
+                let mut config = room_for_one(policy);
+                // Frames over 100 bytes leave with the framer's storage; the
+                // limit is 256.
+                config.framer.retain = 100;
+                let (tx, mut rx) = crate::host::inbound_channel();
+                let (stdin, _child_stdin) = tokio::io::duplex(1 << 16);
+                let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
+                let reader = Reader::new(&config, tx).attach(writer, Answers::Owed(Arc::clone(&owed)));
+                let metrics = reader.metrics();
+                assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
+                let mut answered = Vec::new();
+                while let Ok(item) = rx.try_recv() {
+                    match item {
+                        Inbound::Response(r) => answered.push(r.id().cloned().unwrap()),
+                        Inbound::Skipped(SkippedFrame::Oversize { id: Some(id), .. }) => answered.push(id),
+                        _ => {}
+                    }
+                }
+                let owed_ids: Vec<_> = [1, 2, 3, 4].map(mcp_framer_jsonrpc::Id::Number).into();
+                assert_eq!(answered, owed_ids, "{policy:?}: every owed response, in order, and no late one");
+                assert_eq!(owed.len(), 0, "each settled once");
+                let m = metrics.snapshot();
+                assert_eq!(m.delivered, 1 + 3, "{policy:?}: the first note and the three owed messages: {m:?}");
+                assert_eq!(
+                    m.overload_dropped,
+                    11 + 3,
+                    "the notes but the first, the late responses but the oversize one"
+                );
+                assert_eq!(m.oversize_frames, 2);
+            }
+        }
+    }
+
     #[tokio::test]
     async fn oversize_under_fail_ends_the_reader() {
         let input = format!("{REQUEST}\n{}\n{REQUEST}\n", "z".repeat(1000));
@@ -720,7 +823,8 @@ mod tests {
         let (tx, _rx) = crate::host::inbound_channel();
         let (stdin, mut child_stdin) = tokio::io::duplex(4096);
         let (writer, _task) = Writer::spawn(stdin, Duration::from_secs(5), Arc::default());
-        let reader = Reader::new(&room_for_one(OverloadPolicy::Reject), tx).attach(writer.clone(), None);
+        let reader = Reader::new(&room_for_one(OverloadPolicy::Reject), tx)
+            .attach(writer.clone(), Answers::Owed(Arc::default()));
         let metrics = reader.metrics();
         assert!(matches!(reader.run(input.as_bytes()).await.end, ReaderEnd::Eof));
         let m = metrics.snapshot();

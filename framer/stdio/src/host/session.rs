@@ -213,7 +213,7 @@ impl Session {
     /// [`unconsumed`](MetricsSnapshot::unconsumed), never as overload.
     pub fn spawn(command: Command, config: SessionConfig) -> io::Result<(Session, InboundQueue)> {
         let pending = Arc::new(Pending::default());
-        let (connection, queue) = Connection::start(command, config, Some(Arc::clone(&pending) as _))?;
+        let (connection, queue, _) = Connection::start(command, config, Some(Arc::clone(&pending) as _), None)?;
         let shared = Arc::new(Shared {
             pending,
             writer: connection.writer().clone(),

@@ -199,6 +199,24 @@ impl Supervisor {
         }
         tracing::debug!(metrics = ?self.metrics.snapshot(), "MCP server session closed");
         self.close(closed);
+        if status.is_some() {
+            if self.killer.tree() {
+                // The server exited within the grace: what it left in its
+                // tree goes now, while the tree's id cannot be anyone else's
+                // (later kills send nothing once its pipes are closed; see
+                // `Connection::may_kill`).
+                if let Err(e) = self.killer.kill() {
+                    tracing::trace!("sweeping the exited server's tree: {e}");
+                }
+            }
+            if !reader_done {
+                // Something it left held its stdout: the connection is over
+                // all the same (published above). The reader stops, so its
+                // queue ends once what it queued is taken.
+                tracing::debug!("the server exited; its stdout still open after {:?}: the reader stops", self.grace);
+                self.reader.abort();
+            }
+        }
         // Stdout closed but the child lives on: keep serving signals until
         // it exits, so it is always reaped.
         while status.is_none() {
