@@ -391,13 +391,16 @@ impl Server {
     /// stdin and stdout.
     ///
     /// It also handles `SIGTERM` and `SIGINT` (on Windows Ctrl-C and
-    /// Ctrl-Break; from then on, for the life
-    /// of the process: tokio's handlers stay installed) the way
-    /// [`Server::serve`] describes for a shutdown signal: stop reading,
-    /// cancel every call still queued or running (killing their process
-    /// groups) and answer it, flush within the grace period, return. The
-    /// report's [`signal`](ServeReport::signal) says which one; exiting with
-    /// `128 + signal` is the shell's convention.
+    /// Ctrl-Break) the way [`Server::serve`] describes for a shutdown
+    /// signal: stop reading, cancel every call still queued or running
+    /// (killing their process trees) and answer it, flush within the grace
+    /// period, return. The report's [`signal`](ServeReport::signal) says
+    /// which one; exiting with `128 + signal` is the shell's convention.
+    /// The handlers stay installed for the life of the process (tokio's
+    /// cannot be removed), but once the first signal has arrived the next
+    /// one ends the process at once, as its default action does (on
+    /// Windows: exit status `STATUS_CONTROL_C_EXIT`): a second Ctrl-C
+    /// still stops a server that is slow to finish.
     ///
     /// Reads and writes run on tokio's blocking pool. When this returns
     /// after a write that never completed (a host that stopped draining),
