@@ -115,6 +115,14 @@ pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
 /// `ping` replies.
 pub const DEFAULT_CONTROL_QUEUE_BYTES: usize = 1 << 20;
 
+/// The default [`ServerConfig::shutdown_grace`]: 1 s. A host that closes a
+/// server's stdin waits about 2 s before it sends `SIGTERM` (the official
+/// Python and TypeScript SDKs' clients do; `mcp-probe`'s shutdown check
+/// gives 2 s too), so a server that lets its calls run longer after the end
+/// of stdin is terminated rather than exiting by itself. One second leaves
+/// the other second to cancel what still runs, flush and exit.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 /// Limits of a serve loop. Build one from the default with the `with_*`
 /// setters (the fields may grow, so the struct is `#[non_exhaustive]`).
 ///
@@ -159,7 +167,7 @@ pub struct ServerConfig {
     pub control_queue_bytes: usize,
     /// At stdin EOF: how long in-flight requests may still run, and then how
     /// long the writer may take to flush (at a signal: only the flush).
-    /// Default: 5 s.
+    /// Default: [`DEFAULT_SHUTDOWN_GRACE`], 1 s.
     pub shutdown_grace: Duration,
 }
 
@@ -172,7 +180,7 @@ impl Default for ServerConfig {
             max_send: DEFAULT_MAX_FRAME,
             writer_queue_bytes: DEFAULT_MAX_FRAME,
             control_queue_bytes: DEFAULT_CONTROL_QUEUE_BYTES,
-            shutdown_grace: Duration::from_secs(5),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
