@@ -65,3 +65,14 @@ pub use client::{ChildProcess, ChildProcessBuilder, ChildProcessHandle};
 pub use decode::AdapterCounts;
 #[cfg(feature = "server")]
 pub use server::{Stdio, StdioHandle, capture, stdio, stdio_with_config};
+
+// Server side: what a server configures and reads, so that no direct
+// `mcp-framer-stdio` dependency is needed. (`ServerConfig` is the transport's
+// limits, not rmcp's `model::ServerConfig`, the server's info.)
+#[cfg(feature = "server")]
+pub use mcp_framer_stdio::server::{
+    Capture, CaptureOptions, DEFAULT_CONTROL_QUEUE_BYTES, DEFAULT_SHUTDOWN_GRACE, Ending, KILL_DRAIN_GRACE,
+    ServeReport, ServerConfig,
+};
+#[cfg(feature = "server")]
+pub use mcp_framer_stdio::{Keep, Preview};
