@@ -42,6 +42,14 @@
 //! request ([`RESPONSE_TOO_LARGE`](mcp_framer_jsonrpc::RESPONSE_TOO_LARGE)),
 //! and what rmcp cannot take is counted and logged.
 //!
+//! **A call can still wait forever** when a response over the host's limit
+//! has its `id` neither among its first nor its last few KiB (the host
+//! discards the frame unread and recovers the id only from those; it counts
+//! the frame and logs it): there is then no request to fail, and rmcp sets no
+//! timeout on a request. Give calls that may return that much a timeout of
+//! their own, with rmcp's `PeerRequestOptions::with_timeout` and
+//! `send_request_with_option` (the README shows how).
+//!
 //! **Versions.** rmcp's traits must be the same crate on both sides: this
 //! crate depends on rmcp `3.11` (any 3.x from 3.11), so a user's
 //! `rmcp = "3.11"` resolves to the same one. [`rmcp`] is re-exported for
@@ -51,6 +59,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use rmcp;
+
+/// The README's Rust examples, compiled as doctests so that they stay in
+/// step with the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
 
 #[cfg(feature = "client")]
 mod client;

@@ -84,7 +84,7 @@ impl Example {
         Ok(CallToolResult::success(vec![ContentBlock::text(format!("slept {seconds} s"))]))
     }
 
-    #[tool(description = "Runs `sh -c script` with a bounded capture; a cancellation kills its process group")]
+    #[tool(description = "Runs `sh -c script` with a bounded capture; a cancellation kills its process tree")]
     async fn run(
         &self,
         Parameters(RunArgs { script }): Parameters<RunArgs>,
