@@ -61,6 +61,8 @@ use mcp_framer_stdio::server::{
 ///   rmcp, not answered, not cancelled); one more is answered -32000 at
 ///   once, as the server library's serve loop does. rmcp runs every request
 ///   it is handed at once, so `max_concurrent` has no other meaning here.
+///   (A handler that panics never answers, in rmcp: its request stays
+///   counted until the end.)
 ///   The adapter's own replies use the reply budget
 ///   ([`ServerConfig::control_queue_bytes`]); while it is full no message is
 ///   taken, so stdin stops being read once its backlog is full;
@@ -100,13 +102,17 @@ pub fn stdio_with_config(config: ServerConfig) -> Stdio {
 /// and a handler waits for that.
 const QUIET: Duration = Duration::from_millis(20);
 
+/// The most rmcp's loop is given, in all, to take what is ready after the
+/// last thing owed (see `Stdio::finish`).
+const QUIET_AT_MOST: Duration = Duration::from_millis(200);
+
 /// An rmcp server transport on stdio (see [`stdio()`]). Implements
 /// [`Transport`] and nothing else.
 #[derive(Debug)]
 pub struct Stdio {
     halves: Result<(Outgoing, Incoming), Arc<io::Error>>,
     counters: Arc<Counters>,
-    /// Requests handed to rmcp and not answered yet.
+    /// What rmcp owes: requests in flight, sends in progress.
     in_flight: Arc<InFlight>,
     /// Requests in flight at most: `max_concurrent + max_queued`.
     admitted: usize,
@@ -121,12 +127,27 @@ pub struct Stdio {
     ahead: VecDeque<IncomingFrame>,
     /// After the end of stdin: how long in-flight requests may still run.
     grace: Duration,
-    /// When the end of stdin was seen.
-    eof_at: Option<Instant>,
-    /// Cancellations to hand rmcp before the end of its input.
-    cancels: VecDeque<RequestId>,
-    /// Whether the shutdown grace is over, or a signal came.
+    /// Once stdin has ended: the end of rmcp's input.
+    ending: Option<Ending>,
+}
+
+/// The end of rmcp's input, from the end of stdin on (see `Stdio::finish`).
+#[derive(Debug)]
+struct Ending {
+    /// When in-flight requests stop being waited for.
+    deadline: Instant,
+    /// Whether they no longer are (the deadline passed, or a signal came).
     given_up: bool,
+    /// Cancellations still to hand rmcp.
+    cancels: VecDeque<RequestId>,
+    /// How long rmcp's loop may go on taking events before its input ends.
+    quiet_by: Option<Instant>,
+}
+
+impl Ending {
+    fn new(grace: Duration) -> Ending {
+        Ending { deadline: Instant::now() + grace, given_up: false, cancels: VecDeque::new(), quiet_by: None }
+    }
 }
 
 /// What rmcp still owes before its input may end: the requests it is
@@ -199,9 +220,7 @@ impl Stdio {
             reply: None,
             ahead: VecDeque::new(),
             grace: config.shutdown_grace,
-            eof_at: None,
-            cancels: VecDeque::new(),
-            given_up: false,
+            ending: None,
         }
     }
 
@@ -219,15 +238,17 @@ impl Stdio {
     /// longer looks, but waits 5 s for its handlers. So the sends in
     /// progress are waited for (within the grace), then the input ends only
     /// after a [`QUIET`] spell in which rmcp's `select!` took nothing else
-    /// (each event it takes drops this future and calls `receive` again).
-    /// Cancel-safe: its state lives in `self`.
+    /// (each event it takes drops this future and calls `receive` again),
+    /// or [`QUIET_AT_MOST`] after it began looking for one. Cancel-safe:
+    /// its state lives in `self`.
     async fn finish(&mut self) -> Option<RequestId> {
-        if let Some(id) = self.cancels.pop_front() {
+        let grace = self.grace;
+        let ending = self.ending.get_or_insert_with(|| Ending::new(grace));
+        if let Some(id) = ending.cancels.pop_front() {
             return Some(id);
         }
-        let deadline = *self.eof_at.get_or_insert_with(Instant::now) + self.grace;
         let (_, incoming) = self.halves.as_mut().ok()?;
-        while !self.given_up {
+        while !ending.given_up {
             let changed = self.in_flight.changed.notified();
             if self.in_flight.idle() {
                 break;
@@ -235,21 +256,22 @@ impl Stdio {
             let why = tokio::select! {
                 () = changed => continue,
                 number = incoming.signalled() => format!("signal {number} received"),
-                () = tokio::time::sleep_until(deadline.into()) => {
-                    format!("still running {:?} after the end of stdin", self.grace)
+                () = tokio::time::sleep_until(ending.deadline.into()) => {
+                    format!("still running {grace:?} after the end of stdin")
                 }
             };
-            self.given_up = true;
+            ending.given_up = true;
             let ids: Vec<RequestId> = self.in_flight.lock().ids.drain().collect();
             if !ids.is_empty() {
                 tracing::warn!(count = ids.len(), reason = %why, "cancelling the requests still in flight");
-                self.cancels.extend(ids);
-                return self.cancels.pop_front();
+                ending.cancels.extend(ids);
+                return ending.cancels.pop_front();
             }
         }
-        // Bounded by the grace: a handler that sends notifications without
-        // end would otherwise always have one ready.
-        tokio::time::sleep_until((Instant::now() + QUIET).min(deadline).into()).await;
+        // Bounded: a handler that sends notifications without end would
+        // otherwise always have one ready.
+        let quiet_by = *ending.quiet_by.get_or_insert_with(|| Instant::now() + QUIET_AT_MOST);
+        tokio::time::sleep_until((Instant::now() + QUIET).min(quiet_by).into()).await;
         None
     }
 
@@ -259,13 +281,13 @@ impl Stdio {
     /// goes at once: a host that stopped draining stdout cannot keep the
     /// server from ending. Cancel-safe.
     async fn flush_reply(&mut self) {
-        let Stdio { halves, reply, ahead, eof_at, .. } = self;
+        let Stdio { halves, reply, ahead, ending, grace, .. } = self;
         let Ok((outgoing, incoming)) = halves.as_mut() else {
             *reply = None;
             return;
         };
         while reply.is_some() {
-            if eof_at.is_some() {
+            if ending.is_some() {
                 outgoing.reply_now(reply.take().unwrap_or_default());
                 return;
             }
@@ -278,7 +300,7 @@ impl Stdio {
                 }
                 frame = incoming.recv() => match frame {
                     Some(frame) => ahead.push_back(frame),
-                    None => *eof_at = Some(Instant::now()),
+                    None => *ending = Some(Ending::new(*grace)),
                 },
             }
         }
@@ -401,7 +423,7 @@ impl Transport<RoleServer> for Stdio {
             self.flush_reply().await;
             let frame = match self.ahead.pop_front() {
                 Some(frame) => Some(frame),
-                None if self.eof_at.is_some() => None,
+                None if self.ending.is_some() => None,
                 // Cancel-safe: the queue keeps what a dropped future did not take.
                 None => self.halves.as_mut().ok()?.1.recv().await,
             };
