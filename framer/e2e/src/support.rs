@@ -198,6 +198,14 @@ pub mod proc {
         out
     }
 
+    /// Whether `pid` is a live process (a zombie is dead).
+    pub fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rfind(')').map(|at| stat[at + 1..].trim_start().starts_with('Z')))
+            .is_some_and(|zombie| !zombie)
+    }
+
     /// Whether `/proc/<pid>` exists (a zombie not yet reaped still has one).
     pub fn pid_exists(pid: u32) -> bool {
         std::path::Path::new(&format!("/proc/{pid}")).exists()

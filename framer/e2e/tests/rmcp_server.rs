@@ -1,6 +1,6 @@
 //! The example rmcp server (`rmcp_server`, `#[tool]` on
-//! `mcp_framer_rmcp::stdio()`), real processes: `mcp-probe` passes every
-//! check on it with `--large` and `--slow`; the same server on rmcp's own
+//! `mcp_framer_rmcp::stdio()` with the defaults), real processes:
+//! `mcp-probe` passes every check on it with `--large` and `--slow`; the same server on rmcp's own
 //! `stdio()` (`--stock`) fails four, asserted so the README's list of
 //! differences stays true; and a cancelled `run` call kills its process
 //! group, driven by an rmcp client over `mcp_framer_rmcp::ChildProcess`.
@@ -10,11 +10,13 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mcp_framer_e2e::support::proc::alive;
 use mcp_framer_e2e::support::{self, ChildWatchdog};
-use mcp_framer_rmcp::ChildProcess;
-use rmcp::ServiceExt;
+use mcp_framer_rmcp::{ChildProcess, ChildProcessHandle};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 /// A probe run is well under this; the watchdog kills it past it.
@@ -26,8 +28,19 @@ fn probe(server_args: &[&str]) -> (Vec<(String, String)>, Option<i32>, String) {
     let json = std::env::temp_dir().join(format!("mcp-probe-rmcp-{}-{}.json", std::process::id(), server_args.len()));
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     // Short limits, with `--max-request` above the 16 MiB limit so the
-    // request-size check finds it.
-    let fast = mcp_framer_e2e::support::fast_probe_with(&["--max-request", "32MiB", "--check-timeout", "40s"]);
+    // request-size check finds it, and the shutdown check's own rule (its
+    // defaults: 2 s to exit after stdin closed, 2 s after SIGTERM), which
+    // the server meets with the defaults it was given (none).
+    let fast = mcp_framer_e2e::support::fast_probe_with(&[
+        "--max-request",
+        "32MiB",
+        "--check-timeout",
+        "40s",
+        "--exit-timeout",
+        "2s",
+        "--term-timeout",
+        "2s",
+    ]);
     command.args(fast).arg("--json").arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_rmcp_server")).args(server_args);
     let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     let pid = child.id();
@@ -74,21 +87,17 @@ fn the_same_server_on_stock_stdio_fails_four_checks() {
     assert_eq!(exit, Some(1), "{text}");
 }
 
-/// Whether `pid` is a live process (a zombie is dead).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rfind(')').map(|at| stat[at + 1..].trim_start().starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
+/// The example server on `ChildProcess`, initialized, and its handle.
+async fn example() -> (RunningService<RoleClient, ()>, ChildProcessHandle) {
+    let transport = ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
+    let handle = transport.handle();
+    (().serve(transport).await.expect("initialize"), handle)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_kills_its_process_group() {
     support::watchdog(Duration::from_secs(60), "cancelled run", async {
-        let transport =
-            ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
-        let handle = transport.handle();
-        let service = ().serve(transport).await.expect("initialize");
+        let (service, handle) = example().await;
         for round in 0..3 {
             let pidfile = std::env::temp_dir().join(format!("rmcp-run-{}-{round}", std::process::id()));
             let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
@@ -125,10 +134,7 @@ async fn a_cancelled_run_kills_its_process_group() {
 async fn sigterm_ends_the_server_as_stdin_eof_does() {
     support::watchdog(Duration::from_secs(60), "SIGTERM", async {
         for _ in 0..3 {
-            let transport =
-                ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
-            let handle = transport.handle();
-            let service = ().serve(transport).await.expect("initialize");
+            let (service, handle) = example().await;
             assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
             let pid = handle.id().expect("a pid");
             let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
@@ -141,15 +147,38 @@ async fn sigterm_ends_the_server_as_stdin_eof_does() {
     .await;
 }
 
+/// Issue 28, defect 4: an error response over the server's send limit (a
+/// handler's 17 MiB `data`) is not written either: its request gets a short
+/// -32603 error for its id, at once, where it used to wait forever (rmcp has
+/// no default request timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_over_the_send_limit_becomes_a_short_error_for_its_id() {
+    support::watchdog(Duration::from_secs(90), "oversize error", async {
+        let (service, handle) = example().await;
+        for _ in 0..3 {
+            let params = CallToolRequestParams::new("large")
+                .with_arguments(json!({"bytes": 17 << 20, "as_error": true}).as_object().cloned().unwrap_or_default());
+            let answer =
+                tokio::time::timeout(Duration::from_secs(20), service.call_tool(params)).await.expect("answered");
+            let Err(rmcp::ServiceError::McpError(error)) = answer else { panic!("{answer:?}") };
+            assert_eq!(error.code.0, -32603, "{error:?}");
+            assert!(error.message.starts_with("error -32603 of "), "{error:?}");
+            assert!(error.message.contains("exceeds the transport limit of 16777216 bytes"), "{error:?}");
+            assert_eq!(error.data, None);
+        }
+        assert_eq!(handle.metrics().oversize_frames, 0, "nothing over the limit reached the host");
+        assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
+        service.cancel().await.unwrap();
+    })
+    .await;
+}
+
 /// A result over the server's send limit (16 MiB) is not written: its
 /// request gets a -32603 error for its id, at once, and the server goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_over_the_send_limit_becomes_an_error_for_its_id() {
     support::watchdog(Duration::from_secs(60), "oversize result", async {
-        let transport =
-            ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");
-        let handle = transport.handle();
-        let service = ().serve(transport).await.expect("initialize");
+        let (service, handle) = example().await;
         let params = CallToolRequestParams::new("large")
             .with_arguments(json!({"bytes": 17 << 20}).as_object().cloned().unwrap_or_default());
         let answer = tokio::time::timeout(Duration::from_secs(20), service.call_tool(params)).await.expect("answered");

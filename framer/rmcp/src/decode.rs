@@ -9,6 +9,8 @@ use rmcp::model::{
 };
 use serde::de::DeserializeOwned;
 
+#[cfg(feature = "server")]
+use mcp_framer_jsonrpc::OwnedId;
 use mcp_framer_jsonrpc::{Id, Kind};
 
 /// Deserializes `frame`, already classified as `kind` by the transport's
@@ -36,6 +38,15 @@ pub(crate) fn request_id(id: &Id<'_>) -> RequestId {
     }
 }
 
+/// The transport's id for one of rmcp's.
+#[cfg(feature = "server")]
+pub(crate) fn transport_id(id: &RequestId) -> OwnedId {
+    match id {
+        NumberOrString::Number(n) => Id::Number(*n),
+        NumberOrString::String(s) => Id::from(s.to_string()),
+    }
+}
+
 /// What the adapter counted: every frame the transport delivered that rmcp
 /// could not take, and every report it turned into a message. (The
 /// transport's own counts are in its metrics.)
@@ -47,6 +58,7 @@ pub(crate) struct Counters {
     pub(crate) unknown_ids: AtomicU64,
     pub(crate) invalid_responses: AtomicU64,
     pub(crate) closed_pending: AtomicU64,
+    pub(crate) overloaded: AtomicU64,
 }
 
 /// A snapshot of what the adapter counted, beside the transport's metrics.
@@ -56,9 +68,12 @@ pub struct AdapterCounts {
     /// Well-formed JSON-RPC frames that rmcp's types rejected (an unknown
     /// method, params of the wrong shape...): logged at `WARN`, not handed on.
     pub rejected: u64,
-    /// Oversize responses whose id was recovered, handed to rmcp as an error
-    /// response with code
+    /// Client side: oversize responses whose id was recovered, handed to
+    /// rmcp as an error response with code
     /// [`RESPONSE_TOO_LARGE`](mcp_framer_jsonrpc::RESPONSE_TOO_LARGE).
+    /// Server side: responses and error responses rmcp gave that could not
+    /// be sent (over `max_send`, or failing to serialize), replaced by a
+    /// short -32603 error for their id.
     pub oversize_errors: u64,
     /// Reports of frames the transport skipped (not JSON, malformed, oversize
     /// without a recoverable id, cut off): logged at `WARN`.
@@ -77,6 +92,10 @@ pub struct AdapterCounts {
     /// [`CONNECTION_CLOSED`](mcp_framer_jsonrpc::CONNECTION_CLOSED) saying
     /// how the connection ended.
     pub closed_pending: u64,
+    /// Server side: requests answered -32000 because `max_concurrent +
+    /// max_queued` requests were already in flight (handed to rmcp and not
+    /// answered yet), as the server library's serve loop does.
+    pub overloaded: u64,
 }
 
 impl Counters {
@@ -88,6 +107,7 @@ impl Counters {
             unknown_ids: self.unknown_ids.load(Relaxed),
             invalid_responses: self.invalid_responses.load(Relaxed),
             closed_pending: self.closed_pending.load(Relaxed),
+            overloaded: self.overloaded.load(Relaxed),
         }
     }
 }

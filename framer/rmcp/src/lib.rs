@@ -50,6 +50,14 @@
 //! What a user configures is re-exported here, so no direct dependency on
 //! [`mcp_framer_stdio`] is needed.
 //!
+//! **A call can still wait forever** when a response over the host's limit
+//! has its `id` neither among its first nor its last few KiB (the host
+//! discards the frame unread and recovers the id only from those; it counts
+//! the frame and logs it): there is then no request to fail, and rmcp sets no
+//! timeout on a request. Give calls that may return that much a timeout of
+//! their own, with rmcp's `PeerRequestOptions::with_timeout` and
+//! `send_request_with_option` (the README shows how).
+//!
 //! **Versions.** rmcp's traits must be the same crate on both sides: this
 //! crate depends on rmcp `3.11` (any 3.x from 3.11), so a user's
 //! `rmcp = "3.11"` resolves to the same one. [`rmcp`] is re-exported for
@@ -59,6 +67,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use rmcp;
+
+/// The README's Rust examples, compiled as doctests so that they stay in
+/// step with the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
 
 #[cfg(feature = "client")]
 mod client;
@@ -80,3 +94,14 @@ pub use mcp_framer_stdio::host::{
 };
 #[cfg(feature = "server")]
 pub use server::{Stdio, StdioHandle, capture, stdio, stdio_with_config};
+
+// Server side: what a server configures and reads, so that no direct
+// `mcp-framer-stdio` dependency is needed. (`ServerConfig` is the transport's
+// limits, not rmcp's `model::ServerConfig`, the server's info.)
+#[cfg(feature = "server")]
+pub use mcp_framer_stdio::server::{
+    Capture, CaptureOptions, DEFAULT_CONTROL_QUEUE_BYTES, DEFAULT_SHUTDOWN_GRACE, Ending, KILL_DRAIN_GRACE,
+    ServeReport, ServerConfig,
+};
+#[cfg(feature = "server")]
+pub use mcp_framer_stdio::{Keep, Preview};

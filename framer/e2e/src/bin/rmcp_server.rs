@@ -1,12 +1,17 @@
 //! An rmcp server built with `#[tool]`, served on `mcp_framer_rmcp::stdio()`
-//! (or, with `--stock`, on rmcp's own `stdio()`, for comparison).
+//! with the defaults a user gets (or, with `--stock`, on rmcp's own
+//! `stdio()`, for comparison).
 //!
-//! Tools: `large {"bytes": n}` (a text result of `n` bytes), `slow
-//! {"seconds": s}` (a progress notification every 100 ms for `s` seconds,
-//! stopped at once by a cancellation) and `run {"script": "..."}` (`sh -c
-//! script` under the request's cancellation token, with the bounded capture
-//! and the process-group kill: a cancelled call kills its children). At the
-//! end of stdin, calls still running after 500 ms are cancelled.
+//! Tools: `large {"bytes": n}` (a text result of `n` bytes; with `"as_error":
+//! true`, an error whose `data` is that text), `slow {"seconds": s}` (a
+//! progress notification every 100 ms for `s` seconds, stopped at once by a
+//! cancellation) and `run {"script": "..."}` (`sh -c script` under the
+//! request's cancellation token, with the bounded capture and the tree
+//! kill: a cancelled call kills its children).
+//!
+//! Flags for tests: `--grace-ms N` sets `shutdown_grace`; `--linger-ms N`
+//! keeps the process alive N ms after its service ended (a `main` that has
+//! more to do), before it exits.
 
 use std::time::Duration;
 
@@ -20,6 +25,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, too
 struct LargeArgs {
     /// Bytes of text in the result.
     bytes: usize,
+    /// Answer with an error whose `data` is the text instead.
+    #[serde(default)]
+    as_error: bool,
 }
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -42,9 +50,16 @@ struct Example {
 
 #[tool_router]
 impl Example {
-    #[tool(description = "A text result of `bytes` bytes")]
-    async fn large(&self, Parameters(LargeArgs { bytes }): Parameters<LargeArgs>) -> String {
-        "x".repeat(bytes)
+    #[tool(description = "A text result of `bytes` bytes (with `as_error`, an error whose `data` is that text)")]
+    async fn large(
+        &self,
+        Parameters(LargeArgs { bytes, as_error }): Parameters<LargeArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let text = "x".repeat(bytes);
+        if as_error {
+            return Err(ErrorData::internal_error("a large error", Some(text.into())));
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
     }
 
     #[tool(description = "Runs for `seconds`, sending progress every 100 ms; a cancellation stops it")]
@@ -69,7 +84,7 @@ impl Example {
         Ok(CallToolResult::success(vec![ContentBlock::text(format!("slept {seconds} s"))]))
     }
 
-    #[tool(description = "Runs `sh -c script` with a bounded capture; a cancellation kills its process group")]
+    #[tool(description = "Runs `sh -c script` with a bounded capture; a cancellation kills its process tree")]
     async fn run(
         &self,
         Parameters(RunArgs { script }): Parameters<RunArgs>,
@@ -77,7 +92,7 @@ impl Example {
     ) -> Result<CallToolResult, ErrorData> {
         let mut command = tokio::process::Command::new("sh");
         command.args(["-c", &script]);
-        let options = mcp_framer_stdio::server::CaptureOptions::default();
+        let options = mcp_framer_rmcp::CaptureOptions::default();
         let run = mcp_framer_rmcp::capture(&context, &mut command, options)
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
@@ -93,16 +108,23 @@ impl ServerHandler for Example {
     }
 }
 
+/// The value of `--flag N`, if given.
+fn flag(name: &str) -> Option<u64> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == name)?;
+    Some(args.get(at + 1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} takes a number")))
+}
+
 #[tokio::main]
 async fn main() {
     let server = Example { tool_router: Example::tool_router() };
     let served = if std::env::args().any(|a| a == "--stock") {
         server.serve(rmcp::transport::stdio()).await
-    } else {
-        // At the end of stdin, in-flight calls get 500 ms, then are cancelled
-        // (their process groups killed): a host that closed stdin is leaving.
-        let config = mcp_framer_stdio::server::ServerConfig::default().with_shutdown_grace(Duration::from_millis(500));
+    } else if let Some(ms) = flag("--grace-ms") {
+        let config = mcp_framer_rmcp::ServerConfig::default().with_shutdown_grace(Duration::from_millis(ms));
         server.serve(mcp_framer_rmcp::stdio_with_config(config)).await
+    } else {
+        server.serve(mcp_framer_rmcp::stdio()).await
     };
     let code = match served {
         Ok(service) => match service.waiting().await {
@@ -117,6 +139,9 @@ async fn main() {
             1
         }
     };
+    if let Some(ms) = flag("--linger-ms") {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     // A pending blocking read of stock stdin may still hold a runtime thread.
     std::process::exit(code)
 }

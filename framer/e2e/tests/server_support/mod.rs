@@ -1,5 +1,6 @@
-//! Drives the `lib_server` fixture over real pipes for the `server_*` process
-//! tests: a stdout reader thread framing with `mcp_framer::Framer`, a stderr
+//! Drives the `lib_server` fixture (or another server:
+//! [`Fixture::start_program`]) over real pipes for the `server_*` process
+//! tests and the raw `rmcp_server_*` ones: a stdout reader thread framing with `mcp_framer::Framer`, a stderr
 //! collector that reads the fixture's report lines, and a watchdog (the
 //! fixture library's `ChildWatchdog`) that kills the child and fails loudly.
 
@@ -7,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
@@ -23,6 +24,10 @@ use serde_json::{Value, json};
 
 /// The watchdog's limit for one fixture run.
 pub const WATCHDOG: Duration = Duration::from_secs(20);
+/// The watchdog's limit for a run of another server
+/// ([`Fixture::start_program`]): some of those tests flood it with tens of
+/// MiB, each frame decoded by an SDK's types in a debug build.
+pub const PROGRAM_WATCHDOG: Duration = Duration::from_secs(60);
 /// How long a small request may take to be answered after a cancellation.
 pub const SECOND_REQUEST: Duration = Duration::from_secs(1);
 
@@ -88,18 +93,25 @@ pub struct Fixture {
 impl Fixture {
     /// Starts the fixture with `args`; stdout is read continuously.
     pub fn start(args: &[&str]) -> Fixture {
-        Fixture::spawn(args, false)
+        Fixture::spawn(env!("CARGO_BIN_EXE_lib_server"), args, false, WATCHDOG)
     }
 
     /// Starts the fixture with stdout reading paused after the first read:
     /// [`first_stdout_read`](Fixture::first_stdout_read) waits for it and
     /// [`resume_stdout`](Fixture::resume_stdout) resumes.
     pub fn start_paused(args: &[&str]) -> Fixture {
-        Fixture::spawn(args, true)
+        Fixture::spawn(env!("CARGO_BIN_EXE_lib_server"), args, true, WATCHDOG)
     }
 
-    fn spawn(args: &[&str], paused: bool) -> Fixture {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lib_server"))
+    /// Starts another server, `program` with `args`, the same way (its
+    /// stderr has no report lines: [`Finished::report`] is `null`), under a
+    /// watchdog of [`PROGRAM_WATCHDOG`].
+    pub fn start_program(program: &str, args: &[&str], paused: bool) -> Fixture {
+        Fixture::spawn(program, args, paused, PROGRAM_WATCHDOG)
+    }
+
+    fn spawn(program: &str, args: &[&str], paused: bool, watchdog: Duration) -> Fixture {
+        let mut child = Command::new(program)
             .args(args)
             .env("RUST_BACKTRACE", "0")
             // Its own process group, so a test can signal the group without
@@ -109,7 +121,7 @@ impl Fixture {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn lib_server");
+            .unwrap_or_else(|e| panic!("spawn {program}: {e}"));
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().expect("stdout");
         let mut stderr_pipe = child.stderr.take().expect("stderr");
@@ -117,7 +129,7 @@ impl Fixture {
 
         let watchdog = {
             let child = Arc::clone(&child);
-            ChildWatchdog::arm(WATCHDOG, "lib_server", move || {
+            ChildWatchdog::arm(watchdog, program, move || {
                 let _ = child.lock().unwrap().kill();
             })
         };
@@ -210,6 +222,12 @@ impl Fixture {
     pub fn send_in_background(&mut self, bytes: Vec<u8>) -> JoinHandle<std::io::Result<()>> {
         let fd = self.stdin.as_ref().expect("stdin open").as_fd().try_clone_to_owned().expect("dup stdin");
         thread::spawn(move || File::from(fd).write_all(&bytes))
+    }
+
+    /// A duplicate of the stdin pipe's fd, for a writer of the test's own or
+    /// for `FIONREAD`; it holds stdin open until dropped.
+    pub fn stdin_fd(&self) -> OwnedFd {
+        self.stdin.as_ref().expect("stdin open").as_fd().try_clone_to_owned().expect("dup stdin")
     }
 
     /// Sends `tools/call` for `tool` with `arguments`.
@@ -335,6 +353,22 @@ impl Fixture {
         let _ = self.resume.take().expect("paused fixture").send(());
     }
 
+    /// Waits up to `timeout` for the server to close its stdout (the reader
+    /// sees its end), keeping the frames read meanwhile; whether it did.
+    pub fn wait_stdout_closed(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.frames_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(frame) => {
+                    self.frames.push(frame.clone());
+                    self.unclaimed.push(frame);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return true,
+                Err(mpsc::RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+
     /// Closes stdin (EOF for the server) without waiting for anything.
     pub fn close_stdin(&mut self) {
         drop(self.stdin.take());
@@ -365,7 +399,7 @@ impl Fixture {
         self.stderr_thread.take().unwrap().join().expect("stderr reader");
         let status = self.child.lock().unwrap().wait().expect("wait");
         let fired = self.watchdog.take().is_some_and(ChildWatchdog::disarm);
-        assert!(!fired, "WATCHDOG fired: lib_server hung; stderr:\n{}", self.stderr());
+        assert!(!fired, "WATCHDOG fired: the server hung; stderr:\n{}", self.stderr());
         let stderr = self.stderr();
         let report = report::last(&stderr, lib_server::REPORT).unwrap_or(Value::Null);
         Finished { frames: std::mem::take(&mut self.frames), stderr, status, report }

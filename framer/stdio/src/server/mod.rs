@@ -115,6 +115,14 @@ pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
 /// `ping` replies.
 pub const DEFAULT_CONTROL_QUEUE_BYTES: usize = 1 << 20;
 
+/// The default [`ServerConfig::shutdown_grace`]: 1 s. A host that closes a
+/// server's stdin waits about 2 s before it sends `SIGTERM` (the official
+/// Python and TypeScript SDKs' clients do; `mcp-probe`'s shutdown check
+/// gives 2 s too), so a server that lets its calls run longer after the end
+/// of stdin is terminated rather than exiting by itself. One second leaves
+/// the other second to cancel what still runs, flush and exit.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 /// Limits of a serve loop. Build one from the default with the `with_*`
 /// setters (the fields may grow, so the struct is `#[non_exhaustive]`).
 ///
@@ -159,7 +167,7 @@ pub struct ServerConfig {
     pub control_queue_bytes: usize,
     /// At stdin EOF: how long in-flight requests may still run, and then how
     /// long the writer may take to flush (at a signal: only the flush).
-    /// Default: 5 s.
+    /// Default: [`DEFAULT_SHUTDOWN_GRACE`], 1 s.
     pub shutdown_grace: Duration,
 }
 
@@ -172,7 +180,7 @@ impl Default for ServerConfig {
             max_send: DEFAULT_MAX_FRAME,
             writer_queue_bytes: DEFAULT_MAX_FRAME,
             control_queue_bytes: DEFAULT_CONTROL_QUEUE_BYTES,
-            shutdown_grace: Duration::from_secs(5),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -391,13 +399,16 @@ impl Server {
     /// stdin and stdout.
     ///
     /// It also handles `SIGTERM` and `SIGINT` (on Windows Ctrl-C and
-    /// Ctrl-Break; from then on, for the life
-    /// of the process: tokio's handlers stay installed) the way
-    /// [`Server::serve`] describes for a shutdown signal: stop reading,
-    /// cancel every call still queued or running (killing their process
-    /// groups) and answer it, flush within the grace period, return. The
-    /// report's [`signal`](ServeReport::signal) says which one; exiting with
-    /// `128 + signal` is the shell's convention.
+    /// Ctrl-Break) the way [`Server::serve`] describes for a shutdown
+    /// signal: stop reading, cancel every call still queued or running
+    /// (killing their process trees) and answer it, flush within the grace
+    /// period, return. The report's [`signal`](ServeReport::signal) says
+    /// which one; exiting with `128 + signal` is the shell's convention.
+    /// The handlers stay installed for the life of the process (tokio's
+    /// cannot be removed), but once the first signal has arrived the next
+    /// one ends the process at once, as its default action does (on
+    /// Windows: exit status `STATUS_CONTROL_C_EXIT`): a second Ctrl-C
+    /// still stops a server that is slow to finish.
     ///
     /// Reads and writes run on tokio's blocking pool. When this returns
     /// after a write that never completed (a host that stopped draining),

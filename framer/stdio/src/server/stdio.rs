@@ -3,10 +3,11 @@
 //!
 //! * unix: fds 0 and 1 are duplicated for the loop, then fd 0 reads
 //!   `/dev/null` and fd 1 writes to stderr; `SIGTERM` and `SIGINT` end the
-//!   input.
+//!   input, and a second one ends the process.
 //! * Windows: tokio's stdin and stdout (the standard handles are left as
 //!   they are: redirecting them needs `SetStdHandle`, which is `unsafe`, and
-//!   this crate has none); Ctrl-C and Ctrl-Break end the input.
+//!   this crate has none); Ctrl-C and Ctrl-Break end the input, and a second
+//!   one ends the process.
 
 use std::future::Future;
 use std::io;
@@ -68,10 +69,21 @@ mod imp {
     }
 
     /// Resolves to the number of the first `SIGTERM` (15) or `SIGINT` (2).
+    /// The next one ends the process as its default action does, from the
+    /// signal handler itself (runtime or not): the first one sets the flag
+    /// that the handler registered before it (signal-hook's chain, which
+    /// tokio's handler is part of) checks.
     pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
         use tokio::signal::unix::{SignalKind, signal};
         let (term, int) = (SignalKind::terminate(), SignalKind::interrupt());
         let (mut on_term, mut on_int) = (signal(term)?, signal(int)?);
+        let seen = Arc::new(AtomicBool::new(false));
+        for number in [term.as_raw_value(), int.as_raw_value()] {
+            signal_hook::flag::register_conditional_default(number, Arc::clone(&seen))?;
+            signal_hook::flag::register(number, Arc::clone(&seen))?;
+        }
         Ok(async move {
             tokio::select! {
                 _ = on_term.recv() => term.as_raw_value(),
@@ -96,15 +108,28 @@ mod imp {
     }
 
     /// Resolves to the number of the first console control event: Ctrl-C
-    /// (`CTRL_C_EVENT` = 0) or Ctrl-Break (`CTRL_BREAK_EVENT` = 1).
+    /// (`CTRL_C_EVENT` = 0) or Ctrl-Break (`CTRL_BREAK_EVENT` = 1). The next
+    /// one ends the process with `STATUS_CONTROL_C_EXIT`, as the default
+    /// handler does (from a task: tokio's handler stays registered, and
+    /// Windows has no default to restore it to).
     pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
         use tokio::signal::windows::{ctrl_break, ctrl_c};
+        /// The exit status of a process ended by Ctrl-C.
+        const STATUS_CONTROL_C_EXIT: u32 = 0xC000_013A;
         let (mut on_c, mut on_break) = (ctrl_c()?, ctrl_break()?);
         Ok(async move {
-            tokio::select! {
+            let number = tokio::select! {
                 _ = on_c.recv() => 0,
                 _ = on_break.recv() => 1,
-            }
+            };
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = on_c.recv() => {}
+                    _ = on_break.recv() => {}
+                }
+                std::process::exit(STATUS_CONTROL_C_EXIT as i32)
+            });
+            number
         })
     }
 }
@@ -117,7 +142,9 @@ pub(crate) fn take(mode: Mode) -> io::Result<(Input, Output)> {
 
 /// Resolves to the number of the first signal that ends the input:
 /// `SIGTERM` (15) or `SIGINT` (2) on unix, Ctrl-C (0) or Ctrl-Break (1) on
-/// Windows. Handlers are installed when this is called.
+/// Windows. Handlers are installed when this is called, for good; once the
+/// first signal has arrived, a second one ends the process at once, as if
+/// no handler were installed (a user's second Ctrl-C).
 pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
     imp::shutdown_signals()
 }

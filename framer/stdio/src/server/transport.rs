@@ -17,11 +17,11 @@ use super::ServerConfig;
 use super::report::{Counters, ServeReport};
 use super::screen::{Screened, screen};
 use super::stdio::{self, Mode};
-use super::writer::{Outbox, run_writer};
+use super::writer::{Outbox, encode_error, run_writer};
 use crate::bound::{ByteBound, Held};
 use crate::counter::bump;
 use mcp_framer::{Framer, Stats};
-use mcp_framer_jsonrpc::{Encoder, Kind};
+use mcp_framer_jsonrpc::{Encoder, ErrorObject, Kind, OwnedId};
 
 /// Starts a raw server transport on `input` and `output`: the stdin loop
 /// and the stdout writer of [`Server::serve`](super::Server::serve), without
@@ -42,10 +42,10 @@ use mcp_framer_jsonrpc::{Encoder, Kind};
 ///   limit, [`ServerConfig::framer`]`.max_frame`; a larger frame waits alone);
 /// * one task owns `output` and writes whole frames only, in order; the
 ///   SDK's frames wait for room in
-///   [`ServerConfig::writer_queue_bytes`], the transport's own replies use
-///   the reserved [`ServerConfig::control_queue_bytes`], so stdin is read on
-///   while stdout is blocked until that reserve is full (a cancellation
-///   still lands);
+///   [`ServerConfig::writer_queue_bytes`], the transport's own replies (and
+///   the SDK's, through [`Outgoing::reply`]) use the reserved
+///   [`ServerConfig::control_queue_bytes`], so stdin is read on while stdout
+///   is blocked until that reserve is full (a cancellation still lands);
 /// * when `shutdown` resolves (the number of a signal), reading stops as at
 ///   the end of stdin: the SDK sees the end of its input.
 ///
@@ -220,6 +220,61 @@ impl Outgoing {
         let room = self.outbox.reserve(frame.len()).await.ok_or_else(gone)?;
         self.outbox.push(frame, Some(room), None);
         Ok(())
+    }
+
+    /// A frame for an error response (`"id": null` when `id` is `None`) that
+    /// is never over [`ServerConfig::max_send`], as every error reply of the
+    /// serve loop: an error too large is replaced by a short -32603 saying
+    /// so, and when the id alone is too large that goes with a `null` id and
+    /// names an excerpt of the id.
+    pub fn error_frame(&self, id: Option<&OwnedId>, error: &ErrorObject) -> Vec<u8> {
+        encode_error(id, error, self.outbox.max_send())
+    }
+
+    /// Queues the frame in `pending`, a reply of the SDK's own (the answer
+    /// to a request it cannot take), in the budget reserved for the
+    /// transport's replies ([`ServerConfig::control_queue_bytes`]), so it
+    /// never waits behind the SDK's results. When that budget is full (the
+    /// host is not draining stdout) this waits for room, counted in
+    /// [`ServeReport::stdin_pauses`]: an SDK that takes no message meanwhile
+    /// lets the backlog of frames read fill, and then stdin is no longer
+    /// read, as the serve loop does.
+    ///
+    /// Cancel-safe: the frame is taken from `pending` only once it has
+    /// room, so a future dropped while waiting leaves it there. Once stdout
+    /// has failed or the transport was closed the frame is taken, dropped
+    /// and counted ([`ServeReport::replies_dropped`]), and this returns
+    /// `BrokenPipe`.
+    pub async fn reply(&self, pending: &mut Option<Vec<u8>>) -> io::Result<()> {
+        let Some(len) = pending.as_ref().map(Vec::len) else { return Ok(()) };
+        let room = match self.outbox.try_reserve_control(len) {
+            Some(room) => Some(room),
+            None => {
+                bump(&self.counters.stdin_pauses);
+                tracing::debug!(bytes = len, "reply backlog full (host not draining stdout); the SDK waits");
+                self.outbox.reserve_control(len).await
+            }
+        };
+        let frame = pending.take().unwrap_or_default();
+        match room {
+            Some(room) => {
+                self.outbox.push(frame, Some(room), None);
+                Ok(())
+            }
+            None => {
+                self.outbox.dropped(len);
+                Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed or failed"))
+            }
+        }
+    }
+
+    /// Queues `frame`, a reply of the SDK's own, at once, outside the
+    /// budgets: for the last replies after the end of the input, when
+    /// waiting would no longer hold back reading and a host that does not
+    /// drain stdout must not keep the server from ending (their number is
+    /// bounded by the frames read before the end).
+    pub fn reply_now(&self, frame: Vec<u8>) {
+        self.outbox.push(frame, None, None);
     }
 
     /// Stops reading stdin, writes what is queued (for at most
