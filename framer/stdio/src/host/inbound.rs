@@ -334,11 +334,13 @@ pub fn inbound_channel() -> (InboundSender, InboundQueue) {
 /// The reader's end of an [`inbound_channel`]: give it to
 /// [`Reader::new`](super::Reader::new).
 #[derive(Debug)]
-pub struct InboundSender(pub(crate) mpsc::UnboundedSender<Sent>);
+pub struct InboundSender(pub(crate) mpsc::UnboundedSender<Box<Sent>>);
 
 /// What one queue operation carries: items in order, and the bytes they
 /// hold in the bound that no message of theirs holds (reports), given back
-/// once the application has taken the last of them.
+/// once the application has taken the last of them. Sent boxed: a channel
+/// keeps a block of 32 slots per connection, idle or not, so a slot is a
+/// pointer rather than the batch.
 #[derive(Debug)]
 pub(crate) struct Sent {
     pub(crate) items: Vec<Inbound>,
@@ -351,7 +353,7 @@ pub(crate) struct Sent {
 /// `tokio-stream` combinators.
 #[derive(Debug)]
 pub struct InboundQueue {
-    rx: mpsc::UnboundedReceiver<Sent>,
+    rx: mpsc::UnboundedReceiver<Box<Sent>>,
     /// The rest of the batch being taken.
     current: std::vec::IntoIter<Inbound>,
     /// The bytes the batch being taken holds for its reports.
@@ -365,7 +367,10 @@ impl InboundQueue {
     fn next_taken(&mut self) -> Option<Inbound> {
         let item = self.current.next();
         if self.current.len() == 0 {
+            // The batch is all taken: its reports' bytes go back, and so
+            // does its buffer (an idle connection holds none).
             self.held = None;
+            self.current = Vec::new().into_iter();
         }
         item
     }
@@ -392,7 +397,7 @@ impl InboundQueue {
                 return Poll::Ready(Some(item));
             }
             match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(sent)) => self.start(sent),
+                Poll::Ready(Some(sent)) => self.start(*sent),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }
@@ -410,7 +415,7 @@ impl InboundQueue {
                 return Some(item);
             }
             let sent = self.rx.blocking_recv()?;
-            self.start(sent);
+            self.start(*sent);
         }
     }
 
@@ -422,7 +427,7 @@ impl InboundQueue {
                 return Ok(item);
             }
             let sent = self.rx.try_recv()?;
-            self.start(sent);
+            self.start(*sent);
         }
     }
 
@@ -443,7 +448,7 @@ impl InboundQueue {
                     taken += 1;
                 }
                 None => match self.rx.try_recv() {
-                    Ok(sent) => self.start(sent),
+                    Ok(sent) => self.start(*sent),
                     Err(_) => break,
                 },
             }
@@ -533,7 +538,7 @@ mod tests {
         let sender = tokio::spawn(async move {
             for batch in 0..50u8 {
                 let items = (0..4).map(|i| note(batch * 4 + i)).collect();
-                tx.0.send(Sent { items, held: None }).unwrap();
+                tx.0.send(Box::new(Sent { items, held: None })).unwrap();
                 tokio::task::yield_now().await;
             }
         });

@@ -40,7 +40,7 @@ pub(crate) enum Verdict {
 /// budget, the overload episode and the policy. Owned by the reader.
 #[derive(Debug)]
 pub(crate) struct Dispatch {
-    queue: mpsc::UnboundedSender<Sent>,
+    queue: mpsc::UnboundedSender<Box<Sent>>,
     policy: OverloadPolicy,
     max_wait: Duration,
     /// The current overload episode, if any: how much of its wait budget has
@@ -65,7 +65,7 @@ pub(crate) fn cost(item: &Inbound) -> usize {
 }
 
 impl Dispatch {
-    pub(crate) fn new(queue: mpsc::UnboundedSender<Sent>, overload: Overload, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(queue: mpsc::UnboundedSender<Box<Sent>>, overload: Overload, metrics: Arc<Metrics>) -> Self {
         Dispatch {
             queue,
             policy: overload.policy,
@@ -178,7 +178,7 @@ impl Dispatch {
     /// Sends a batch [`reserve_batch`](Dispatch::reserve_batch) made room
     /// for, its `messages` counted as delivered first (whoever takes them
     /// sees them counted); gives it back if the receiver is gone.
-    pub(crate) fn send_batch(&mut self, batch: Sent, messages: u64) -> Result<(), Sent> {
+    pub(crate) fn send_batch(&mut self, batch: Box<Sent>, messages: u64) -> Result<(), Box<Sent>> {
         add(&self.metrics.delivered, messages);
         self.queue.send(batch).map_err(|e| {
             undo(&self.metrics.delivered, messages);
@@ -254,15 +254,15 @@ impl Dispatch {
 
 /// `item` alone, its bytes held (if they are counted): by the message until
 /// it is dropped, or, for a report, until the application takes it.
-fn sent(mut item: Inbound, held: Option<Held>) -> Sent {
+fn sent(mut item: Inbound, held: Option<Held>) -> Box<Sent> {
     match &mut item {
         Inbound::Request(received) | Inbound::Notification(received) | Inbound::Response(received) => {
             if let Some(held) = held {
                 received.hold(held);
             }
-            Sent { items: vec![item], held: None }
+            Box::new(Sent { items: vec![item], held: None })
         }
-        Inbound::Skipped(_) => Sent { items: vec![item], held },
+        Inbound::Skipped(_) => Box::new(Sent { items: vec![item], held }),
     }
 }
 

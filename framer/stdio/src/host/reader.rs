@@ -466,7 +466,7 @@ impl Reader {
                     .collect();
                 (items, None)
             };
-            match self.dispatch.send_batch(Sent { items, held }, messages as u64) {
+            match self.dispatch.send_batch(Box::new(Sent { items, held }), messages as u64) {
                 Ok(()) => self.dispatch.after_delivery().await,
                 Err(sent) => sent.items.into_iter().for_each(|item| self.unconsumed(item)),
             }

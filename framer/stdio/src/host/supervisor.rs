@@ -150,9 +150,9 @@ impl Supervisor {
         let mut reader_done = false;
         let mut deadline: Option<Instant> = None;
         let mut stall_seen = false;
-        // Signals from the stop sequence of a session ended on a stall.
-        let (stop_tx, mut stop_rx) = mpsc::channel(2);
-        let mut stop_tx = Some(stop_tx);
+        // Signals from the stop sequence of a session ended on a stall (made
+        // only then: an idle connection holds no channel for it).
+        let mut stop_rx: Option<mpsc::Receiver<Signal>> = None;
         while status.is_none() || !reader_done {
             let grace = async {
                 match deadline {
@@ -162,10 +162,12 @@ impl Supervisor {
             };
             tokio::select! {
                 signal = self.signals.recv(), if !self.session_gone => self.on_signal(signal),
-                Some(signal) = stop_rx.recv() => self.signal(signal),
+                Some(signal) = stopping(&mut stop_rx) => self.signal(signal),
                 stalled = &mut self.stalled, if !stall_seen => {
                     stall_seen = true;
-                    if let (Ok(error), Some(stop)) = (stalled, stop_tx.take()) {
+                    if let Ok(error) = stalled {
+                        let (stop, rx) = mpsc::channel(2);
+                        stop_rx = Some(rx);
                         self.end_on_stall(error, stop);
                     }
                 }
@@ -222,7 +224,7 @@ impl Supervisor {
         while status.is_none() {
             tokio::select! {
                 signal = self.signals.recv(), if !self.session_gone => self.on_signal(signal),
-                Some(signal) = stop_rx.recv() => self.signal(signal),
+                Some(signal) = stopping(&mut stop_rx) => self.signal(signal),
                 waited = self.child.wait() => {
                     status = Some(self.reaped(waited));
                     guard.reaped();
@@ -298,6 +300,14 @@ impl Supervisor {
             Ok(false) => tracing::debug!("no {signal:?} on this platform for the server (pid {pid})"),
             Err(e) => tracing::warn!("sending {signal:?} to the server (pid {pid}) failed: {e}"),
         }
+    }
+}
+
+/// The next signal of a stall's stop sequence, if one runs; never otherwise.
+async fn stopping(stop: &mut Option<mpsc::Receiver<Signal>>) -> Option<Signal> {
+    match stop {
+        Some(stop) => stop.recv().await,
+        None => std::future::pending().await,
     }
 }
 

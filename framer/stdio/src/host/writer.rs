@@ -16,7 +16,8 @@ use crate::counter::bump;
 /// Frames waiting for the writer task, at most.
 const QUEUE: usize = 1024;
 
-/// A job for the writer task.
+/// A job for the writer task (queued boxed: the channel keeps a block of 32
+/// slots per connection, idle or not, so a slot is a pointer).
 #[derive(Debug)]
 enum Job {
     /// Write one frame (its `\n` included) and report how it went.
@@ -29,7 +30,7 @@ enum Job {
 /// A handle to the writer task; clones share it.
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Box<Job>>,
 }
 
 impl Writer {
@@ -63,7 +64,7 @@ impl Writer {
     /// must be one serialized message followed by exactly one `\n`.
     pub(crate) async fn write(&self, frame: Vec<u8>) -> Result<(), WriteError> {
         let (done, result) = oneshot::channel();
-        self.jobs.send(Job::Write { frame, done: Some(done) }).await.map_err(|_| WriteError::Closed)?;
+        self.jobs.send(Box::new(Job::Write { frame, done: Some(done) })).await.map_err(|_| WriteError::Closed)?;
         result.await.unwrap_or(Err(WriteError::Closed))
     }
 
@@ -71,14 +72,14 @@ impl Writer {
     /// writer is gone. For callers that must never wait: the reader (its
     /// overload replies) and drop guards (their cancellations).
     pub(crate) fn try_write(&self, frame: Vec<u8>) -> bool {
-        self.jobs.try_send(Job::Write { frame, done: None }).is_ok()
+        self.jobs.try_send(Box::new(Job::Write { frame, done: None })).is_ok()
     }
 
     /// Writes what is already queued, then closes stdin. Returns when stdin
     /// is closed (or the writer is gone).
     pub(crate) async fn close(&self) {
         let (done, closed) = oneshot::channel();
-        if self.jobs.send(Job::Close { done }).await.is_ok() {
+        if self.jobs.send(Box::new(Job::Close { done })).await.is_ok() {
             let _ = closed.await;
         }
     }
@@ -87,7 +88,7 @@ impl Writer {
 /// The writer task: frames in order, whole, each within `timeout`.
 async fn run<W: AsyncWrite + Unpin>(
     stdin: W,
-    mut jobs: mpsc::Receiver<Job>,
+    mut jobs: mpsc::Receiver<Box<Job>>,
     timeout: Duration,
     metrics: Arc<Metrics>,
     mut stalled: Option<oneshot::Sender<WriteError>>,
@@ -95,7 +96,7 @@ async fn run<W: AsyncWrite + Unpin>(
     let mut stdin = Some(stdin);
     let mut broken = false;
     while let Some(job) = jobs.recv().await {
-        match job {
+        match *job {
             Job::Write { frame, done } => {
                 let result = match stdin.as_mut() {
                     None => Err(WriteError::Closed),
