@@ -9,12 +9,8 @@
 
 mod server_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use server_support::{Fixture, SECOND_REQUEST};
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, SECOND_REQUEST, WAIT};
 
 fn line(value: &Value) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(value).unwrap();
