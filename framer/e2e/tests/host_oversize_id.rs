@@ -62,14 +62,17 @@ async fn an_oversize_response_with_its_id_first_or_last_fails_its_request_at_onc
 async fn an_oversize_response_whose_id_cannot_be_told_leaves_the_request_to_its_deadline() {
     watchdog("oversize, id in the middle", async {
         let timeout = Duration::from_millis(800);
-        let (session, mut inbound) = spawn(limited().with_request_timeout(timeout));
+        let (session, mut inbound) = spawn(limited());
         let started = Instant::now();
         let request = session.start("tools/call", &sized("middle")).await.expect("sent");
         let Some(Inbound::Skipped(SkippedFrame::Oversize { len, id, .. })) = inbound.recv().await else {
             panic!("reported")
         };
         assert_eq!((len, id), (FRAME as u64, None));
-        let outcome = request.response().await;
+        // The deadline, still from the send, set once the skip is seen (so a
+        // loaded machine cannot let it pass before the skip): it fails the
+        // request at `timeout`, or at once if that has passed already.
+        let outcome = request.with_timeout(timeout).response().await;
         assert!(started.elapsed() >= timeout);
         assert!(
             matches!(&outcome, Err(RequestError::TimedOut { oversize_skipped: 1, cancellation_sent: true, .. })),

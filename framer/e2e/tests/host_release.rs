@@ -8,7 +8,7 @@
 
 mod host_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use host_support::{config, eventually, payload, reports, second_request, spawn, text, tool, watchdog};
 use mcp_framer::{Config, FrameError, OversizePolicy};
@@ -240,7 +240,11 @@ async fn a_timeout_sends_the_cancellation_itself() {
     watchdog("timeout during output", async {
         let (session, _inbound) = spawn(config());
         let request = session.start("tools/call", &slow_stream()).await.expect("sent");
-        let timed_out = request.with_timeout(Duration::from_millis(300)).response().await;
+        let sent = Instant::now();
+        // The deadline falls during the output: 300 ms after its first bytes
+        // arrived (a loaded machine may take a while to get there).
+        eventually(&session, "first bytes of the slow response", |s| s.metrics().stdout_bytes > 0).await;
+        let timed_out = request.with_timeout(sent.elapsed() + Duration::from_millis(300)).response().await;
         assert!(
             matches!(&timed_out, Err(RequestError::TimedOut { cancellation_sent: true, method, .. }) if &**method == "tools/call"),
             "{timed_out:?}"

@@ -369,13 +369,15 @@ mod tests {
     #[test]
     fn timeout_kills_the_group_and_reaps() {
         watched(async {
-            let options = CaptureOptions::default().with_timeout(Duration::from_millis(200));
+            // Long enough for `sh` to start and echo on a loaded machine.
+            let options = CaptureOptions::default().with_timeout(Duration::from_secs(2));
             let started = Instant::now();
             let run =
                 capture(&mut sh("echo started; sleep 30 & sleep 30; wait"), options, &Scope::new()).await.unwrap();
             // At the timeout, not when the sleeps end: the kill and the reap
             // take milliseconds, so a loaded machine stays far under 10 s.
-            assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+            let took = started.elapsed();
+            assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(10), "{took:?}");
             assert_eq!(run.ending, Ending::TimedOut);
             // The backgrounded grandchild holds the pipes too: EOF means it died.
             assert!(run.stdout.is_complete(), "pipes reached EOF once the whole group was dead");
