@@ -23,6 +23,16 @@
 //!   code: the framer in a tokio task offering each frame to the same queue
 //!   with `try_send` and dropping it when the queue is full.
 //!
+//! Then **no drops at 1 GiB**: the property `framer/e2e/tests/host_no_drops.rs`
+//! checks at a small volume, at a volume that takes a release build seconds.
+//! The host reader with `SessionConfig::default()` reads 1 GiB of 200 B
+//! `notifications/message` (then 128 MiB each of 64 KiB and of 1 MiB ones),
+//! written 64 KiB per `write(2)`, into a queue whose only consumer is a task
+//! that receives and drops each message, on tokio's current-thread and
+//! multi-thread runtimes. A consumer that keeps up loses nothing: the bench
+//! asserts every message delivered and received, none dropped or rejected,
+//! and records the counts and the time.
+//!
 //! It prints a Markdown table (the median of three runs per row) and writes
 //! it, and the same rows as JSON, to `<criterion dir>/slow_consumer/`
 //! (`table.md`, `results.json`); `scripts/bench-report` keeps the JSON in its
@@ -39,9 +49,9 @@ use std::process::ChildStdout;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use mcp_framer_benches::pipe::{self, Run, Shape, Writer};
+use mcp_framer_benches::pipe::{self, Payload, Run, Shape, Writer};
 use mcp_framer_benches::results;
-use mcp_framer_stdio::host::{Overload, ReaderEnd, SessionConfig};
+use mcp_framer_stdio::host::{Inbound, MetricsSnapshot, Overload, Reader, ReaderEnd, SessionConfig, inbound_channel};
 use tokio::runtime::Runtime;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_pipe_writer");
@@ -65,6 +75,10 @@ const SMALL_QUEUE: usize = 4096;
 /// The host transport's default wait budget per overload episode (checked
 /// against `Overload::default()` in `main`).
 const DEFAULT_WAIT: Duration = Duration::ZERO;
+
+/// The no-drops runs: frame size and bytes per run (each at least this
+/// much, in whole frames), the volume `host_no_drops` used to flood.
+const NO_DROPS: [(usize, u64); 3] = [(200, 1 << 30), (64 << 10, 128 << 20), (1 << 20, 128 << 20)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Strategy {
@@ -216,6 +230,129 @@ fn row(
     Row { blocked: report.write_blocked, elapsed: report.elapsed, handled, dropped, waited, episodes, host_done }
 }
 
+/// One no-drops run: a frame size on one runtime.
+#[derive(Clone, Copy, Debug)]
+struct NoDrops {
+    runtime: &'static str,
+    frame_bytes: usize,
+    frames: u64,
+    bytes: u64,
+    /// The reader's counters at the end of the stream.
+    metrics: MetricsSnapshot,
+    /// Messages the consumer task received.
+    received: u64,
+    /// From the start signal to the child's exit, reading included.
+    elapsed: Duration,
+}
+
+/// Streams `bytes` of `frame_bytes` notifications through the host reader
+/// with the default configuration on `runtime`, to a consumer task that
+/// only receives; asserts that nothing was lost.
+fn no_drops(runtime: &Runtime, name: &'static str, frame_bytes: usize, bytes: u64) -> NoDrops {
+    let writer = Writer::with_total(Shape::Notification(Payload::Text), frame_bytes, bytes);
+    let mut counts = None;
+    let read = |stdout: ChildStdout| {
+        runtime.block_on(async {
+            let stdout = tokio::process::ChildStdout::from_std(stdout)?;
+            let (inbound, mut queue) = inbound_channel();
+            let reader = Reader::new(&SessionConfig::default(), inbound);
+            let metrics = reader.metrics();
+            let consumer = tokio::spawn(async move {
+                let mut received = 0u64;
+                while let Some(item) = queue.recv().await {
+                    assert!(matches!(item, Inbound::Notification(_)), "unexpected {item:?}");
+                    received += 1;
+                }
+                received
+            });
+            let report = reader.spawn(stdout).await.map_err(std::io::Error::other)?;
+            assert!(matches!(report.end, ReaderEnd::Eof), "{:?}", report.end);
+            let received = consumer.await.map_err(std::io::Error::other)?;
+            counts = Some((metrics.snapshot(), received));
+            Ok(received)
+        })
+    };
+    let run = pipe::run(WRITER, &writer, Duration::from_secs(600), read)
+        .unwrap_or_else(|e| panic!("no drops, {name}, {frame_bytes} B: {e}"));
+    let (metrics, received) = counts.expect("the reader reported");
+    let m = &metrics;
+    let frames = writer.frames;
+    assert_eq!((m.frames, m.delivered, received), (frames, frames, frames), "{name}, {frame_bytes} B: {m:?}");
+    assert_eq!((m.overload_dropped, m.overload_rejected, m.unconsumed), (0, 0, 0), "{name}, {frame_bytes} B: {m:?}");
+    NoDrops { runtime: name, frame_bytes, frames, bytes: writer.bytes(), metrics, received, elapsed: run.elapsed }
+}
+
+/// Every no-drops run, on both runtimes.
+fn no_drops_runs() -> Vec<NoDrops> {
+    let current = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let multi = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let mut runs = Vec::new();
+    for (name, runtime) in [("current-thread", &current), ("multi-thread", &multi)] {
+        for (frame_bytes, bytes) in NO_DROPS {
+            let run = no_drops(runtime, name, frame_bytes, bytes);
+            eprintln!("slow_consumer: no drops, {name}, {frame_bytes} B: {run:?}");
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64()
+}
+
+fn no_drops_table(runs: &[NoDrops]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "No drops: `notifications/message` written 64 KiB per `write(2)`, read by the host reader with \
+         `SessionConfig::default()` into a queue drained by a task that only receives; one run each."
+    );
+    let _ = writeln!(out);
+    let _ =
+        writeln!(out, "| runtime | frame (B) | frames | MiB | delivered | dropped | rejected | received | s | MiB/s |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for run in runs {
+        let m = &run.metrics;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.0} |",
+            run.runtime,
+            run.frame_bytes,
+            run.frames,
+            run.bytes >> 20,
+            m.delivered,
+            m.overload_dropped,
+            m.overload_rejected,
+            run.received,
+            run.elapsed.as_secs_f64(),
+            mib_per_s(run.bytes, run.elapsed)
+        );
+    }
+    out
+}
+
+fn no_drops_json(runs: &[NoDrops]) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = runs
+        .iter()
+        .map(|run| {
+            serde_json::json!({
+                "runtime": run.runtime,
+                "frame_bytes": run.frame_bytes,
+                "frames": run.frames,
+                "bytes": run.bytes,
+                "delivered": run.metrics.delivered,
+                "dropped": run.metrics.overload_dropped,
+                "rejected": run.metrics.overload_rejected,
+                "received": run.received,
+                "seconds": run.elapsed.as_secs_f64(),
+                "mib_per_s": mib_per_s(run.bytes, run.elapsed),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
@@ -253,8 +390,9 @@ fn table(messages: u64, results: &[(u64, Strategy, Row)]) -> String {
 }
 
 /// The rows as JSON (`<criterion dir>/slow_consumer/results.json`), which
-/// `scripts/bench-report` copies into its record and draws its chart from.
-fn results_json(messages: u64, results: &[(u64, Strategy, Row)]) -> serde_json::Value {
+/// `scripts/bench-report` copies into its record and draws its chart from,
+/// and the no-drops runs under `no_drops`.
+fn results_json(messages: u64, results: &[(u64, Strategy, Row)], no_drops: &[NoDrops]) -> serde_json::Value {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let rows: Vec<serde_json::Value> = results
         .iter()
@@ -272,7 +410,13 @@ fn results_json(messages: u64, results: &[(u64, Strategy, Row)]) -> serde_json::
             })
         })
         .collect();
-    serde_json::json!({ "at": results::now_unix(), "messages": messages, "repeats": REPEATS, "rows": rows })
+    serde_json::json!({
+        "at": results::now_unix(),
+        "messages": messages,
+        "repeats": REPEATS,
+        "rows": rows,
+        "no_drops": no_drops_json(no_drops),
+    })
 }
 
 fn main() {
@@ -295,9 +439,10 @@ fn main() {
             results.push((cost_us, strategy, row));
         }
     }
-    let table = table(messages, &results);
+    let no_drops = no_drops_runs();
+    let table = format!("{}\n{}", table(messages, &results), no_drops_table(&no_drops));
     println!("{table}");
-    match results::write_table("slow_consumer", &table, &results_json(messages, &results)) {
+    match results::write_table("slow_consumer", &table, &results_json(messages, &results, &no_drops)) {
         Ok(dir) => println!("table and results: {}", dir.display()),
         Err(e) => eprintln!("slow_consumer: cannot write the table and results: {e}"),
     }

@@ -212,35 +212,43 @@ pub mod proc {
     }
 }
 
-/// `mcp-probe` flags with short limits, so a run against a fixture takes a
-/// few seconds: the `large` and `slow` tools every probe fixture has, and
-/// every step's wait cut down. Pairs of flag and value: a test replaces one
-/// by leaving it out and passing its own.
+/// `mcp-probe` flags for the tests: the `large` and `slow` tools every probe
+/// fixture has, and every wait cut down from the defaults where it is waited
+/// out in full (the absence of an answer, the window after a cancellation),
+/// or made generous where it is a deadline for something that must happen
+/// (an answer, an exit), so that a debug build on a loaded 2-core machine
+/// meets it and only a defect misses it. The slow tool runs for longer than
+/// the shutdown check waits while it runs (up to a quarter of
+/// `--slow-start`, then `--exit-timeout`), so a server that stays until its
+/// work ends is still there when the wait ends. Pairs of flag and value: a
+/// test replaces one by leaving it out and passing its own.
 pub const FAST_PROBE: &[&str] = &[
     "--large",
     r#"large {"bytes":1048576}"#,
     "--slow",
-    r#"slow {"seconds":4}"#,
+    r#"slow {"seconds":10}"#,
     "--max-request",
     "1MiB",
     "--step-timeout",
-    "2s",
+    "10s",
     "--ping-timeout",
-    "2s",
+    "5s",
+    "--reply-wait",
+    "1s",
     "--pause",
-    "1s",
+    "2s",
     "--cancel-grace",
-    "500ms",
+    "1s",
     "--cancel-watch",
-    "700ms",
+    "1s",
     "--exit-timeout",
-    "1s",
+    "3s",
     "--term-timeout",
-    "1s",
+    "3s",
     "--bisect-steps",
     "2",
     "--check-timeout",
-    "30s",
+    "120s",
 ];
 
 /// [`FAST_PROBE`] with the flags of `overrides` (pairs of flag and value)

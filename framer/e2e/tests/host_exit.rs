@@ -9,10 +9,12 @@ mod host_support;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use host_support::{config, spawn, tool, watchdog};
+use host_support::{PATIENCE, SHUTDOWN_STEP, config, spawn, tool, watchdog};
 use mcp_framer_e2e::hostile::report as hostile;
 use mcp_framer_e2e::report;
-use mcp_framer_stdio::host::{CloseReason, Inbound, RequestError, Session, ShutdownStage, SkippedFrame};
+use mcp_framer_stdio::host::{
+    CloseReason, Inbound, RequestError, Session, ShutdownConfig, ShutdownStage, SkippedFrame,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -58,28 +60,35 @@ async fn a_child_dying_mid_frame_is_truncated_and_pending_requests_fail_with_its
     .await;
 }
 
-/// A session on `sh -c script`.
-fn sh(script: &str) -> Session {
+/// A session on `sh -c script` whose shutdown waits `ignored` after each
+/// of its first `skipped` steps (the steps the script ignores: waiting them
+/// out proves nothing but takes time) and the generous `SHUTDOWN_STEP` after
+/// the others (a step that ends the script ends it in milliseconds).
+fn sh(script: &str, skipped: usize) -> Session {
+    let ignored = Duration::from_millis(300);
+    let wait = |step: usize| if step < skipped { ignored } else { SHUTDOWN_STEP };
+    let shutdown =
+        ShutdownConfig::default().with_after_stdin(wait(0)).with_after_term(wait(1)).with_after_kill(wait(2));
     let mut command = tokio::process::Command::new("sh");
     command.args(["-c", script]);
-    Session::spawn(command, config()).expect("spawn sh").0
+    Session::spawn(command, config().with_shutdown(shutdown)).expect("spawn sh").0
 }
 
 #[tokio::test]
 async fn shutdown_closes_stdin_then_terminates_then_kills() {
     watchdog("shutdown stages", async {
         // Exits at end of input.
-        let report = sh("cat >/dev/null").shutdown().await;
+        let report = sh("cat >/dev/null", 0).shutdown().await;
         assert_eq!(report.stage, ShutdownStage::StdinClosed);
         assert_eq!(report.exit_status.and_then(|s| s.code()), Some(0));
 
         // Ignores end of input, dies on SIGTERM.
-        let report = sh("exec sleep 30").shutdown().await;
+        let report = sh("exec sleep 30", 1).shutdown().await;
         assert_eq!(report.stage, ShutdownStage::Terminated);
         assert_eq!(report.exit_status.and_then(|s| s.signal()), Some(15));
 
         // Ignores end of input and SIGTERM: only SIGKILL ends it.
-        let stubborn = sh("trap '' TERM; echo ready >&2; while :; do sleep 0.05; done");
+        let stubborn = sh("trap '' TERM; echo ready >&2; while :; do sleep 0.05; done", 2);
         while !stubborn.stderr_tail().contains("ready") {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -93,13 +102,14 @@ async fn shutdown_closes_stdin_then_terminates_then_kills() {
 #[tokio::test]
 async fn dropping_a_session_kills_its_server() {
     watchdog("drop kills", async {
-        let session = sh("exec sleep 30");
+        let session = sh("exec sleep 30", 0);
         let pid = session.pid().expect("pid");
         let proc_path = format!("/proc/{pid}");
         assert!(std::path::Path::new(&proc_path).exists());
         drop(session);
-        // The supervisor kills and reaps it: the pid disappears.
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        // The supervisor kills and reaps it: the pid disappears (in
+        // milliseconds; the bound is a hang guard).
+        let deadline = std::time::Instant::now() + PATIENCE;
         while std::path::Path::new(&proc_path).exists() {
             assert!(std::time::Instant::now() < deadline, "pid {pid} still exists after the session was dropped");
             tokio::time::sleep(Duration::from_millis(5)).await;

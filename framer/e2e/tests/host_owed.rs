@@ -6,8 +6,10 @@
 //! responses (one of 4 MiB) still arrive, in their place. On both runtimes.
 //!
 //! Volume: 2 × 96 MiB of 1 KiB notifications, well over the queue's 64 MiB
-//! bound; the fixture writes many frames per `write(2)`. No speed is
-//! asserted: the watchdog only catches a hang.
+//! bound; the fixture writes many frames per `write(2)`. The application
+//! reads nothing until the reader has taken all of it from the pipe, so the
+//! queue overflows however fast the machine is. No speed is asserted: the
+//! watchdog only catches a hang.
 
 #![cfg(unix)]
 
@@ -24,8 +26,6 @@ const NOTES: u64 = 96 << 10;
 const NOTE: u64 = 1024;
 /// The first result's size: a large response that does not fit either.
 const RESULT: u64 = 4 << 20;
-/// How long the application does not read.
-const BUSY: Duration = Duration::from_secs(2);
 const WATCHDOG: Duration = Duration::from_secs(120);
 
 async fn responses_survive_a_flood(runtime: &str) {
@@ -44,7 +44,10 @@ async fn responses_survive_a_flood(runtime: &str) {
             let frame = encoder.request(&Id::Number(id), "tools/call", &flood(result_bytes)).unwrap();
             connection.send(frame).await.expect("sent");
         }
-        tokio::time::sleep(BUSY).await;
+        // Busy elsewhere until every message has been queued or dropped.
+        while connection.metrics().delivered + connection.metrics().overload_dropped < 2 * NOTES + 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let (mut notes, mut responses) = (0u64, Vec::new());
         while responses.len() < 2 {
             match inbound.recv().await {

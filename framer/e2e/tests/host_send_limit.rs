@@ -5,7 +5,7 @@
 
 mod host_support;
 
-use host_support::{config, ping_within_a_second, spawn, text, tool, watchdog};
+use host_support::{config, second_request, spawn, text, tool, watchdog};
 use mcp_framer_jsonrpc::EncodeError;
 use mcp_framer_stdio::host::RequestError;
 use serde_json::json;
@@ -35,7 +35,7 @@ async fn a_frame_over_max_send_is_refused_unwritten_and_the_session_goes_on() {
         assert_eq!(session.metrics().requests_sent, sent, "nothing was written");
 
         // The session is untouched: the next request is answered at once.
-        ping_within_a_second(&session).await;
+        second_request(&session).await;
         session.shutdown().await;
     })
     .await;

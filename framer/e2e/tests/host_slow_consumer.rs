@@ -1,4 +1,4 @@
-//! A slow consumer cannot pace the pipe. The application takes at least 1 ms
+//! A slow consumer cannot pace the pipe. The application takes at least 2 ms
 //! per message while the fixture streams 1,200 notifications of 1 KiB, far
 //! more than the pipe (64 KiB) and the inbound queue (256) hold.
 //!
@@ -8,7 +8,9 @@
 //! a session that opts in to waiting longer than the whole run, which makes
 //! its reader consumer-paced (coupled). The child reports how long its
 //! `write(2)` calls were blocked; the test compares the two in the same run,
-//! with a wide margin, and checks the counts.
+//! with a wide margin, and checks the counts. The consumer's cost is large
+//! next to the reader's own (a debug build's, on a loaded machine), so the
+//! two differ by far more than the margin.
 
 #![cfg(unix)]
 
@@ -16,7 +18,7 @@ mod host_support;
 
 use std::time::Duration;
 
-use host_support::{config, payload, ping_within_a_second, spawn, tool, watchdog};
+use host_support::{config, payload, second_request, spawn, tool, watchdog};
 use mcp_framer_stdio::host::{ITEM_OVERHEAD, Inbound, MetricsSnapshot, Overload, OverloadPolicy, SessionConfig};
 use serde_json::json;
 
@@ -27,7 +29,7 @@ const QUEUE: usize = 256;
 const QUEUE_BYTES: usize = QUEUE * (FRAME_BYTES as usize + ITEM_OVERHEAD);
 const FRAME_BYTES: u64 = 1024;
 /// The consumer's cost per message (a tokio sleep: at least this long).
-const PER_MESSAGE: Duration = Duration::from_millis(1);
+const PER_MESSAGE: Duration = Duration::from_millis(2);
 
 /// What one stream cost the child, and what the host did with it.
 struct Run {
@@ -55,7 +57,7 @@ async fn stream_to_a_slow_consumer(config: SessionConfig) -> Run {
     assert_eq!(stream["notifications"], MESSAGES);
     let blocked = Duration::from_micros(stream["blocked_write_us"].as_u64().expect("blocked_write_us"));
     // The server still reads its stdin.
-    ping_within_a_second(&session).await;
+    second_request(&session).await;
     let metrics = session.metrics();
 
     session.shutdown().await;
@@ -98,9 +100,10 @@ async fn with_the_defaults_a_slow_consumer_does_not_hold_the_child_in_write() {
 
         // The child's own report. Paced, it waits for the consumer to make
         // room for everything the pipe and the queue cannot hold (at least
-        // ~900 messages x 1 ms); half of that is a floor that any machine
-        // meets. With the defaults it is blocked a small fraction of that.
-        assert!(coupled.blocked > Duration::from_millis(400), "the reference was not paced: {:?}", coupled.blocked);
+        // ~900 messages x 2 ms); under half of that is a floor that any
+        // machine meets. With the defaults it is blocked a small fraction of
+        // that: what the reader itself takes, a few tens of milliseconds.
+        assert!(coupled.blocked > Duration::from_millis(800), "the reference was not paced: {:?}", coupled.blocked);
         assert!(
             decoupled.blocked * 4 < coupled.blocked,
             "with the defaults the child was blocked {:?}, consumer-paced {:?}",

@@ -6,7 +6,7 @@
 
 mod host_support;
 
-use host_support::{config, payload, ping_within_a_second, spawn, text, tool, watchdog};
+use host_support::{config, payload, second_request, spawn, text, tool, watchdog};
 use serde_json::json;
 
 /// Quotes, backslashes, escapes, 2/3/4-byte characters, a ZWJ sequence.
@@ -25,7 +25,7 @@ async fn one_byte_writes_and_writes_split_inside_characters_arrive_byte_exact() 
             let response = session.request("tools/call", &tool("split_writes", arguments)).await.expect("split");
             assert_eq!(text(&response), TEXT, "write_size {write_size}");
         }
-        ping_within_a_second(&session).await;
+        second_request(&session).await;
         session.shutdown().await;
     })
     .await;
@@ -56,7 +56,7 @@ async fn a_hostile_payload_written_in_odd_chunks_matches_the_unsplit_one() {
         let stats = session.request("tools/call", &tool("stats", json!({}))).await.expect("stats");
         let written = payload(&stats)["structuredContent"]["bytes_written"].as_u64().expect("bytes_written");
         assert_eq!(session.metrics().stdout_bytes, written + stats.frame().len() as u64 + 1);
-        ping_within_a_second(&session).await;
+        second_request(&session).await;
         session.shutdown().await;
     })
     .await;

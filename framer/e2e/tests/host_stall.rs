@@ -16,7 +16,7 @@ use serde_json::json;
 async fn a_write_stall_ends_the_session_and_stops_the_child() {
     watchdog("write stall", async {
         let write_timeout = Duration::from_millis(500);
-        // Inline dispatch: while `slow_stream` runs (4 s), stdin is not read.
+        // Inline dispatch: while `slow_stream` runs (20 s), stdin is not read.
         let (session, _inbound, stream) = spawn_busy_reader(write_timeout).await;
         // One MiB to a server that reads nothing.
         let started = Instant::now();
@@ -35,18 +35,20 @@ async fn a_write_stall_ends_the_session_and_stops_the_child() {
         let closed = session.closed().expect("closed at once");
         assert!(matches!(closed.reason(), CloseReason::StdinStalled(WriteError::TimedOut { .. })), "{closed}");
         assert!(closed.to_string().contains("stopped reading its stdin"), "{closed}");
-        // The pending request failed at once, long before its stream ends.
+        // The pending request failed at once, long before its stream ends
+        // (20 s) or its deadline: the stall plus a scheduling delay, never
+        // half the stream.
         let outcome = stream.response().await;
         assert!(
             matches!(&outcome, Err(RequestError::Closed(c)) if matches!(c.reason(), CloseReason::StdinStalled(_))),
             "{outcome:?}"
         );
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         // Every later request fails at once with the same reason.
         let later = session.request("ping", &()).await;
         assert!(matches!(&later, Err(RequestError::Closed(c)) if matches!(c.reason(), CloseReason::StdinStalled(_))));
-        // The shutdown sequence stops the child: stdin closed (ignored), then
-        // SIGTERM (on Windows the job terminated), each step waiting 500 ms.
+        // The shutdown sequence stops the child: stdin closed (ignored, 500 ms),
+        // then SIGTERM (on Windows the job terminated).
         eventually(&session, "the child was stopped", |s| s.metrics().exit_status.is_some()).await;
         let status = session.metrics().exit_status.expect("reaped");
         assert!(mcp_framer_e2e::support::terminated(&status), "{status:?}");

@@ -11,15 +11,26 @@ use std::path::Path;
 use std::time::Duration;
 
 use mcp_framer_e2e::support::{eventually, eventually_async, lock_held, lock_path, watchdog};
-use mcp_framer_stdio::host::{CloseReason, Connection, RequestError, Session, SessionConfig, ShutdownStage};
+use mcp_framer_stdio::host::{
+    CloseReason, Connection, RequestError, Session, SessionConfig, ShutdownConfig, ShutdownStage,
+};
 use serde_json::json;
 use tokio::process::Command;
 
-const WATCHDOG: Duration = Duration::from_secs(30);
+/// A hang guard: a test takes seconds in a debug build on a loaded machine.
+const WATCHDOG: Duration = Duration::from_secs(120);
 /// How long a started holder may take to take its lock, and a killed one
-/// to let go of it.
-const BOUND: Duration = Duration::from_secs(10);
+/// to let go of it; how long a server may take to exit at each step of a
+/// shutdown; how long a request may take. Milliseconds, in fact: a bound
+/// only a defect reaches.
+const BOUND: Duration = Duration::from_secs(30);
 const ROUNDS: usize = 3;
+
+/// The default configuration with shutdown waits of [`BOUND`]: a test
+/// asserts the step a server exits at, which a slow machine must not move.
+fn config() -> SessionConfig {
+    SessionConfig::default().with_shutdown(ShutdownConfig::default().with_each(BOUND))
+}
 
 fn fixture(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_proc_fixture"));
@@ -54,8 +65,7 @@ async fn dropping_a_connection_kills_the_server_and_its_grandchild() {
     watchdog(WATCHDOG, "drop kills the tree", async {
         for _ in 0..ROUNDS {
             let lock = lock_path("drop");
-            let (connection, _inbound) =
-                Connection::spawn(holder(&lock, None), SessionConfig::default()).expect("spawn");
+            let (connection, _inbound) = Connection::spawn(holder(&lock, None), config()).expect("spawn");
             held(&lock).await;
             drop(connection);
             released(&lock, "after the drop").await;
@@ -74,7 +84,7 @@ fn released_blocking(lock: &Path, what: &str) {
 /// returns its connection once the holder has its lock (under the watchdog).
 fn spawn_held(runtime: &tokio::runtime::Runtime, lock: &Path, then: Option<&str>) -> Connection {
     runtime.block_on(watchdog(WATCHDOG, "spawn a holder", async {
-        let (connection, _inbound) = Connection::spawn(holder(lock, then), SessionConfig::default()).expect("spawn");
+        let (connection, _inbound) = Connection::spawn(holder(lock, then), config()).expect("spawn");
         held(lock).await;
         connection
     }))
@@ -127,7 +137,7 @@ async fn shutdown_removes_what_the_exited_server_left_in_its_tree() {
             let lock = lock_path("shutdown");
             // The server exits at the end of its stdin, leaving the holder.
             let (connection, _inbound) =
-                Connection::spawn(holder(&lock, Some("--read-stdin")), SessionConfig::default()).expect("spawn");
+                Connection::spawn(holder(&lock, Some("--read-stdin")), config()).expect("spawn");
             held(&lock).await;
             let report = connection.shutdown().await;
             assert_eq!(report.stage, ShutdownStage::StdinClosed, "{report:?}");
@@ -144,7 +154,7 @@ async fn shutdown_removes_what_the_exited_server_left_in_its_tree() {
 async fn a_cancelled_call_kills_its_grandchild_and_the_next_request_completes() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_lib_server"));
     command.env("RUST_BACKTRACE", "0");
-    let (session, _inbound) = Session::spawn(command, SessionConfig::default()).expect("spawn lib_server");
+    let (session, _inbound) = Session::spawn(command, config()).expect("spawn lib_server");
     watchdog(WATCHDOG, "cancellation reaches the grandchild", async {
         let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "process_tree", "version": "0"}});
         session.request("initialize", &init).await.expect("initialize");
@@ -160,7 +170,7 @@ async fn a_cancelled_call_kills_its_grandchild_and_the_next_request_completes() 
             let outcome = pending.response().await;
             assert!(matches!(outcome, Err(RequestError::Cancelled { .. })), "{outcome:?}");
             released(&lock, "after the cancellation").await;
-            let ping = session.start("ping", &json!({})).await.expect("sent").with_timeout(Duration::from_secs(5));
+            let ping = session.start("ping", &json!({})).await.expect("sent").with_timeout(BOUND);
             assert!(ping.response().await.is_ok(), "the next request completes after a cancel");
         }
     })

@@ -8,17 +8,15 @@
 
 mod server_support;
 
-use std::time::Duration;
-
 use serde_json::json;
-use server_support::Fixture;
+use server_support::{Fixture, WAIT};
 
-const WAIT: Duration = Duration::from_secs(5);
 /// The shutdown grace: the slow calls never finish within it, so it is how
 /// long each trial waits at EOF, and also the time the server has to flush
 /// the abandoned calls' replies. 100 ms lost replies under CI load (130 of
-/// 272 unflushed); the test is about admission, not about shutdown speed.
-const GRACE_MS: &str = "1500";
+/// 272 unflushed); the test is about admission, not about shutdown speed, so
+/// the grace is generous for a debug build on a loaded machine.
+const GRACE_MS: &str = "3000";
 
 /// Sends `calls` slow calls in one write to a server admitting `running +
 /// queued`; returns how many were admitted, after checking that each call got

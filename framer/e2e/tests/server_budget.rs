@@ -7,12 +7,8 @@
 
 mod server_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use server_support::Fixture;
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, WAIT};
 
 /// Bytes of the `result` value inside a response frame of `len` bytes.
 fn result_len(frame_len: usize, id: i64) -> usize {
@@ -90,7 +86,7 @@ fn byte_previews_and_captures_stay_bounded() {
 
     let script = "head -c 20000000 /dev/zero & head -c 30000000 /dev/zero >&2; wait";
     server.call(3, "capture", json!({"script": script, "head": 100, "tail": 200}));
-    let capture = &server.response(3, Duration::from_secs(10))["result"]["structuredContent"];
+    let capture = &server.response(3, WAIT)["result"]["structuredContent"];
     assert_eq!(capture["ending"], "Exited");
     assert_eq!(capture["stdout"], json!({"total": 20_000_000, "dropped": 20_000_000 - 300, "head": 100, "tail": 200}));
     assert_eq!(capture["stderr"], json!({"total": 30_000_000, "dropped": 30_000_000 - 200, "tail": 200}));

@@ -18,9 +18,7 @@ use mcp_framer_e2e::lib_server::report as lib_server;
 use mcp_framer_e2e::support::eventually;
 use mcp_framer_e2e::support::proc::{live_group_members, pid_exists};
 use serde_json::json;
-use server_support::{Fixture, SECOND_REQUEST};
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, SECOND_REQUEST, WAIT};
 
 /// No frame of `finished` answers any of `ids`.
 fn assert_no_response(frames: &[server_support::Frame], ids: &[i64]) {
@@ -66,8 +64,8 @@ fn cancel_while_queued_never_starts_and_sends_nothing() {
 }
 
 /// During a remote operation: a local TCP server streams one byte every
-/// 5 ms; the cancellation aborts the read and the server's connection is
-/// closed.
+/// 5 ms (for two minutes at most, longer than any wait here); the
+/// cancellation aborts the read and the server's connection is closed.
 #[test]
 fn cancel_during_remote_read_closes_the_connection() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -76,9 +74,10 @@ fn cancel_during_remote_read_closes_the_connection() {
     let (closed_tx, closed_rx) = mpsc::channel();
     let streamed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let streamed_by_server = streamed.clone();
-    // Bounded: gives up after 10 s in all, and stops at the first failed write.
+    // Bounded: gives up after two minutes in all, and stops at the first
+    // failed write.
     let streamer = thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + 2 * WAIT;
         let mut conn = loop {
             match listener.accept() {
                 Ok((conn, _)) => break conn,
@@ -119,11 +118,13 @@ fn cancel_during_remote_read_closes_the_connection() {
 
     server.call(2, "echo", json!({"text": "next"}));
     assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "next");
-    assert!(cancelled.elapsed() < SECOND_REQUEST + Duration::from_millis(100));
+    // The cancellation was handled and the next call answered promptly, not
+    // when the read would have ended (never, or at the streamer's deadline).
+    assert!(cancelled.elapsed() < 2 * SECOND_REQUEST, "{:?}", cancelled.elapsed());
 
-    let (closed_at, sent) = closed_rx.recv_timeout(Duration::from_secs(3)).expect("the connection was closed");
+    let (closed_at, sent) = closed_rx.recv_timeout(WAIT).expect("the connection was closed");
     assert!(sent > 0, "bytes were streaming before the cancellation");
-    assert!(closed_at.duration_since(cancelled) < Duration::from_secs(2));
+    assert!(closed_at.duration_since(cancelled) < SECOND_REQUEST, "{:?}", closed_at.duration_since(cancelled));
     streamer.join().unwrap();
 
     let done = server.finish();
@@ -131,13 +132,14 @@ fn cancel_during_remote_read_closes_the_connection() {
     assert_eq!(done.report["cancels"]["running"], 1);
 }
 
-/// During a subprocess: `sh` with two `sleep`s in its process group; after the
-/// cancellation the child is reaped and no process of its group is alive.
+/// During a subprocess: `sh` with two `sleep`s in its process group (5
+/// minutes, longer than any wait here); after the cancellation the child is
+/// reaped and no process of its group is alive.
 #[test]
 fn cancel_during_subprocess_kills_the_process_group() {
     let mut server = Fixture::start(&[]);
     server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "subprocess", "arguments": {"script": "sleep 30 & sleep 30; wait"},
+        "name": "subprocess", "arguments": {"script": "sleep 300 & sleep 300; wait"},
         "_meta": {"progressToken": "p1"}}}));
     let progress = server.notification("notifications/progress", WAIT);
     assert_eq!(progress["params"]["progressToken"], "p1");
@@ -152,9 +154,9 @@ fn cancel_during_subprocess_kills_the_process_group() {
     server.call(2, "echo", json!({"text": "next"}));
     assert_eq!(server.response(2, SECOND_REQUEST)["result"]["content"][0]["text"], "next");
 
-    assert!(eventually(Duration::from_secs(2), || !pid_exists(pid)), "child {pid} killed and reaped");
+    assert!(eventually(WAIT, || !pid_exists(pid)), "child {pid} killed and reaped");
     assert!(
-        eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()),
+        eventually(WAIT, || live_group_members(pid).is_empty()),
         "group {pid} still has live members: {:?}",
         live_group_members(pid)
     );
@@ -242,18 +244,16 @@ fn late_unknown_and_malformed_cancels_are_harmless() {
 }
 
 /// Not a cancellation, the same guarantee: a handler that returns while its
-/// child process (handle leaked) and a task are still running does not leave
-/// them behind; the request's scope stops them when the handler returns.
+/// child process (handle leaked, a 5-minute `sleep`) and a task are still
+/// running does not leave them behind; the request's scope stops them when
+/// the handler returns.
 #[test]
 fn producers_do_not_outlive_their_request() {
     let mut server = Fixture::start(&[]);
     server.call(1, "leak", json!({}));
     let response = server.response(1, WAIT);
     let pid: u32 = response["result"]["content"][0]["text"].as_str().unwrap().parse().unwrap();
-    assert!(
-        eventually(Duration::from_secs(2), || live_group_members(pid).is_empty()),
-        "the leaked child {pid} is still alive"
-    );
+    assert!(eventually(WAIT, || live_group_members(pid).is_empty()), "the leaked child {pid} is still alive");
     let done = server.finish();
     assert!(done.status.success());
 }

@@ -9,12 +9,8 @@
 
 mod server_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use server_support::{Fixture, SECOND_REQUEST};
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, SECOND_REQUEST, WAIT};
 
 fn line(value: &Value) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(value).unwrap();
@@ -96,11 +92,12 @@ fn a_request_at_the_default_limit_gets_a_reply_within_it() {
 
 /// Two calls with id 8 in flight, and a ping with id 8: the duplicates are
 /// not processed and are answered with a null id; the original's result is
-/// the only frame carrying id 8.
+/// the only frame carrying id 8. The original runs 3 s, so the duplicates
+/// reach it in flight even on a loaded machine.
 #[test]
 fn a_duplicate_in_flight_id_gets_one_response_with_that_id() {
     let mut server = Fixture::start(&[]);
-    server.call(8, "slow", json!({"ms": 300}));
+    server.call(8, "slow", json!({"ms": 3000}));
     server.wait_started(8, WAIT);
     server.call(8, "echo", json!({"text": "duplicate"}));
     server.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));

@@ -9,13 +9,11 @@
 mod server_support;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mcp_framer_e2e::lib_server::report as lib_server;
 use serde_json::{Value, json};
-use server_support::{Fixture, SECOND_REQUEST};
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, SECOND_REQUEST, WAIT};
 
 /// `count` requests of five kinds, one line each, ids `0..count`, with the
 /// error code each must get (`None`: a result).

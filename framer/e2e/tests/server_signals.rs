@@ -7,16 +7,12 @@
 
 mod server_support;
 
-use std::time::Duration;
-
 use mcp_framer_e2e::lib_server::report as lib_server;
 use mcp_framer_e2e::support::eventually;
 use mcp_framer_e2e::support::proc::live_group_members;
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde_json::json;
-use server_support::Fixture;
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, WAIT};
 
 /// Starts five tool processes (two `sh` with two `sleep`s each, three
 /// `sleep`s), sends `signal` to the server (or to its process group), and
@@ -24,7 +20,8 @@ const WAIT: Duration = Duration::from_secs(5);
 fn signal_stops_every_tool(signal: Signal, to_group: bool) {
     let mut server = Fixture::start(&[]);
     for id in 0..5 {
-        let script = if id < 2 { "sleep 30 & sleep 30; wait" } else { "exec sleep 30" };
+        // Five minutes: only the signal's handling can end them within the test.
+        let script = if id < 2 { "sleep 300 & sleep 300; wait" } else { "exec sleep 300" };
         server.call(id, "subprocess", json!({"script": script}));
     }
     let mut groups = Vec::new();
@@ -39,7 +36,7 @@ fn signal_stops_every_tool(signal: Signal, to_group: bool) {
     if to_group { kill_process_group(pid, signal) } else { kill_process(pid, signal) }.expect("signal sent");
     let status = server.wait_exit(WAIT).expect("the server exited after the signal");
     assert_eq!(status.code(), Some(128 + signal.as_raw()), "{status:?}");
-    assert!(eventually(Duration::from_secs(2), || members() == 0), "{} tool processes survived", members());
+    assert!(eventually(WAIT, || members() == 0), "{} tool processes survived", members());
 
     let done = server.finish();
     assert_eq!(done.report["signal"], signal.as_raw(), "{}", done.report);

@@ -8,12 +8,8 @@
 
 mod server_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use server_support::Fixture;
-
-const WAIT: Duration = Duration::from_secs(5);
+use server_support::{Fixture, WAIT};
 
 #[test]
 fn tool_failures_are_results_and_protocol_problems_are_errors() {

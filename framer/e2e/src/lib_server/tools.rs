@@ -133,7 +133,7 @@ pub(super) async fn slow_read(call: Call) -> Result<ToolResult, RpcError> {
 pub(super) async fn leak(call: Call) -> Result<ToolResult, RpcError> {
     started(&call)?;
     let mut command = tokio::process::Command::new("sleep");
-    command.arg("30").stdin(Stdio::null());
+    command.arg("300").stdin(Stdio::null());
     let child = call.spawn_child(&mut command).map_err(RpcError::internal)?;
     let pid = child.id().unwrap_or(0);
     // A careless handler: the child handle is leaked (never dropped, never

@@ -20,8 +20,25 @@ use mcp_framer_stdio::host::{Inbound, InboundQueue, PendingRequest, Received, Se
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-/// The most any host process test may take.
-pub const WATCHDOG: Duration = Duration::from_secs(10);
+/// The most any host process test may take: a hang guard, not a speed. A
+/// test takes seconds in a debug build on a loaded 2-core machine; only one
+/// that hangs reaches this.
+pub const WATCHDOG: Duration = Duration::from_secs(120);
+
+/// How long a wait for something that must happen may take: a request's
+/// deadline in [`config`], a condition in [`eventually`]. A hang guard too:
+/// what a test waits for takes milliseconds to seconds, so only a defect
+/// (the thing never happens) reaches it, and it fails with a message before
+/// the watchdog fires.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// How long the "second request" after an incident may take
+/// ([`second_request`]): milliseconds unless something still blocks the
+/// session, even in a debug build on a loaded machine. The defects it
+/// catches (a reader that stopped draining, a server or a writer stuck
+/// behind the incident) make it wait for the blocker, and every blocker in
+/// these tests lasts far longer (a 20 s stream, or forever).
+pub const SECOND_REQUEST: Duration = Duration::from_secs(5);
 
 /// Runs `body` under the watchdog; see the module documentation.
 pub async fn watchdog<F: Future>(what: &str, body: F) -> F::Output {
@@ -35,16 +52,23 @@ pub fn fixture(args: &[&str]) -> Command {
     command
 }
 
-/// A session config for tests: short timeouts so every failure path ends
-/// quickly.
+/// A session config for tests. The request and write deadlines are hang
+/// guards ([`PATIENCE`], [`SHUTDOWN_STEP`]): a test that wants a deadline to
+/// fire sets its own, short one. The exit grace is short, so a test whose
+/// server leaves its stdout held ends quickly.
 pub fn config() -> SessionConfig {
-    let step = Duration::from_millis(500);
     SessionConfig::default()
-        .with_request_timeout(Duration::from_secs(5))
-        .with_write_timeout(Duration::from_secs(2))
+        .with_request_timeout(PATIENCE)
+        .with_write_timeout(PATIENCE)
         .with_exit_grace(Duration::from_millis(300))
-        .with_shutdown(ShutdownConfig::default().with_each(step))
+        .with_shutdown(ShutdownConfig::default().with_each(SHUTDOWN_STEP))
 }
+
+/// Each wait of the shutdown sequence in [`config`]: how long a server may
+/// take to exit after its stdin is closed, after SIGTERM, after SIGKILL. A
+/// fixture exits in milliseconds; a test whose server ignores a step (which
+/// waits the step out) sets a short wait for that step.
+pub const SHUTDOWN_STEP: Duration = Duration::from_secs(10);
 
 /// Spawns the fixture (no extra args) in a session.
 pub fn spawn(config: SessionConfig) -> (Session, InboundQueue) {
@@ -52,12 +76,14 @@ pub fn spawn(config: SessionConfig) -> (Session, InboundQueue) {
 }
 
 /// A session whose server has stopped reading its stdin: the fixture with
-/// inline dispatch, busy for 4 s in a `slow_stream` call (returned), and a
-/// write timeout of `write_timeout`.
+/// inline dispatch, busy for 20 s in a `slow_stream` call (returned), a write
+/// timeout of `write_timeout`, and a shutdown whose first step (closing
+/// stdin, which the busy server cannot see) is short.
 pub async fn spawn_busy_reader(write_timeout: Duration) -> (Session, InboundQueue, PendingRequest) {
-    let (session, inbound) =
-        Session::spawn(fixture(&["--dispatch", "inline"]), config().with_write_timeout(write_timeout)).expect("spawn");
-    let slow = tool("slow_stream", json!({"chunks": 40, "interval_ms": 100, "chunk_bytes": 64}));
+    let shutdown = ShutdownConfig::default().with_each(SHUTDOWN_STEP).with_after_stdin(Duration::from_millis(500));
+    let config = config().with_write_timeout(write_timeout).with_shutdown(shutdown);
+    let (session, inbound) = Session::spawn(fixture(&["--dispatch", "inline"]), config).expect("spawn");
+    let slow = tool("slow_stream", json!({"chunks": 200, "interval_ms": 100, "chunk_bytes": 64}));
     let stream = session.start("tools/call", &slow).await.expect("sent");
     (session, inbound, stream)
 }
@@ -79,16 +105,19 @@ pub fn text(response: &Received) -> String {
 }
 
 /// The "second request": a cheap `ping` tool call that must succeed within
-/// one second.
-pub async fn ping_within_a_second(session: &Session) {
+/// [`SECOND_REQUEST`]. It proves the session still works and is not blocked
+/// behind what came before.
+pub async fn second_request(session: &Session) {
     let started = Instant::now();
     let params = tool("ping", json!({}));
-    let response = tokio::time::timeout(Duration::from_secs(1), session.request("tools/call", &params))
+    let response = tokio::time::timeout(SECOND_REQUEST, session.request("tools/call", &params))
         .await
-        .unwrap_or_else(|_| panic!("the second request took more than 1 s; stderr:\n{}", session.stderr_tail()))
+        .unwrap_or_else(|_| {
+            panic!("the second request took more than {SECOND_REQUEST:?}; stderr:\n{}", session.stderr_tail())
+        })
         .unwrap_or_else(|e| panic!("the second request failed: {e}"));
     assert_eq!(text(&response), "pong");
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(started.elapsed() < SECOND_REQUEST);
 }
 
 /// The fixture's write counters (the `stats` tool).
@@ -106,10 +135,10 @@ pub fn drain_now(inbound: &mut InboundQueue) -> Vec<Inbound> {
     items
 }
 
-/// Waits (at most 2 s) until `condition` holds for the session.
+/// Waits (at most [`PATIENCE`]) until `condition` holds for the session.
 pub async fn eventually(session: &Session, what: &str, condition: impl Fn(&Session) -> bool) {
-    let held = support::eventually_async(Duration::from_secs(2), || condition(session)).await;
-    assert!(held, "{what} did not happen within 2 s; metrics: {:?}", session.metrics());
+    let held = support::eventually_async(PATIENCE, || condition(session)).await;
+    assert!(held, "{what} did not happen within {PATIENCE:?}; metrics: {:?}", session.metrics());
 }
 
 /// The fields of every `tag` report line in the session's stderr tail.

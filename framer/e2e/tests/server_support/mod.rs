@@ -22,14 +22,24 @@ use mcp_framer_e2e::support::proc::threads;
 use mcp_framer_e2e::support::{ChildWatchdog, eventually, unread_bytes};
 use serde_json::{Value, json};
 
-/// The watchdog's limit for one fixture run.
-pub const WATCHDOG: Duration = Duration::from_secs(20);
+/// The watchdog's limit for one fixture run: a hang guard, not a speed (a
+/// run takes seconds in a debug build on a loaded 2-core machine).
+pub const WATCHDOG: Duration = Duration::from_secs(120);
 /// The watchdog's limit for a run of another server
 /// ([`Fixture::start_program`]): some of those tests flood it with tens of
-/// MiB, each frame decoded by an SDK's types in a debug build.
-pub const PROGRAM_WATCHDOG: Duration = Duration::from_secs(60);
-/// How long a small request may take to be answered after a cancellation.
-pub const SECOND_REQUEST: Duration = Duration::from_secs(1);
+/// MiB, each frame decoded by an SDK's types in a debug build. A hang guard.
+pub const PROGRAM_WATCHDOG: Duration = Duration::from_secs(240);
+/// How long a wait for something that must happen may take (a frame, a
+/// report line, a condition): a hang guard too. What a test waits for takes
+/// milliseconds to seconds; only a defect (it never happens) reaches this.
+pub const WAIT: Duration = Duration::from_secs(60);
+/// How long a small request may take to be answered after an incident (a
+/// cancellation, bad input): milliseconds unless the server is still
+/// blocked, even in a debug build on a loaded machine. The defects it
+/// catches (a stdin reader starved or blocked behind stdout, a cancelled
+/// task holding the loop, a writer stuck) make it wait for the blocker, and
+/// every blocker in these tests lasts far longer (a minute, or forever).
+pub const SECOND_REQUEST: Duration = Duration::from_secs(5);
 
 /// One line the fixture wrote on stdout.
 #[derive(Clone, Debug)]

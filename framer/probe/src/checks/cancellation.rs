@@ -119,8 +119,42 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     session.cancel(id, "mcp-probe: cancellation check").await;
     let _ = outcome.await;
 
-    progress.step("the next request after the cancel");
-    let ping = target.ping(&session, args.ping_timeout).await.map(|_| cancelled_at.elapsed());
+    progress.step("the next request after the cancel, watching the call's messages and processes");
+    // The watch runs while the next request waits for its answer: a message
+    // is timed when it arrives, not once a slow answer lets the watch start
+    // (which would count what came within the grace as after it).
+    let grace_end = cancelled_at + args.cancel_grace;
+    let watch_end = grace_end + args.cancel_watch;
+    let next = async { target.ping(&session, args.ping_timeout).await.map(|_| cancelled_at.elapsed()) };
+    let watch = async {
+        let (mut in_grace, mut after_grace, mut last) = (0u64, 0u64, None::<Duration>);
+        let mut late_in_grace = None;
+        let mut survivors = children.clone();
+        while Instant::now() < watch_end {
+            let wake = (Instant::now() + POLL).min(watch_end);
+            if let Ok(Some(item)) = tokio::time::timeout_at(wake, inbound.recv()).await
+                && is_our_progress(&item)
+            {
+                let at = Instant::now();
+                if at <= grace_end {
+                    in_grace += 1;
+                } else {
+                    after_grace += 1;
+                    last = Some(at.duration_since(cancelled_at));
+                }
+            }
+            if late_in_grace.is_none() && Instant::now() >= grace_end {
+                late_in_grace = Some(session.metrics().late_responses);
+            }
+            if !survivors.is_empty() && Instant::now() >= grace_end {
+                let alive: HashSet<u32> =
+                    pgid.map(|g| group_members(&[g]).into_iter().map(|p| p.pid).collect()).unwrap_or_default();
+                survivors.retain(|p| alive.contains(&p.pid));
+            }
+        }
+        (in_grace, after_grace, last, late_in_grace, survivors)
+    };
+    let (ping, (in_grace, after_grace, last, late_in_grace, survivors)) = tokio::join!(next, watch);
     match &ping {
         Ok(after) => result.info(format!(
             "the next request ({}) after the cancel was answered in {}",
@@ -128,35 +162,6 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             crate::report::fmt_duration(*after)
         )),
         Err(e) => result.note(Verdict::Fail, format!("the next request after the cancel failed: {e}")),
-    }
-
-    progress.step("watching the call's messages and processes after the cancel");
-    let grace_end = cancelled_at + args.cancel_grace;
-    let watch_end = grace_end + args.cancel_watch;
-    let (mut in_grace, mut after_grace, mut last) = (0u64, 0u64, None::<Duration>);
-    let mut late_in_grace = None;
-    let mut survivors = children.clone();
-    while Instant::now() < watch_end {
-        let wake = (Instant::now() + POLL).min(watch_end);
-        if let Ok(Some(item)) = tokio::time::timeout_at(wake, inbound.recv()).await
-            && is_our_progress(&item)
-        {
-            let at = Instant::now();
-            if at <= grace_end {
-                in_grace += 1;
-            } else {
-                after_grace += 1;
-                last = Some(at.duration_since(cancelled_at));
-            }
-        }
-        if late_in_grace.is_none() && Instant::now() >= grace_end {
-            late_in_grace = Some(session.metrics().late_responses);
-        }
-        if !survivors.is_empty() && Instant::now() >= grace_end {
-            let alive: HashSet<u32> =
-                pgid.map(|g| group_members(&[g]).into_iter().map(|p| p.pid).collect()).unwrap_or_default();
-            survivors.retain(|p| alive.contains(&p.pid));
-        }
     }
     let metrics = session.metrics();
     let late_total = metrics.late_responses;

@@ -386,7 +386,9 @@ mod tests {
     /// any time, long after its group was empty and its id free for reuse.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_late_kill_signals_only_what_can_still_be_the_servers() {
-        let config = SessionConfig::default().with_exit_grace(std::time::Duration::from_millis(100));
+        // The grace is what the second check looks inside: long enough that
+        // a loaded machine cannot let it pass between the exit and the check.
+        let config = SessionConfig::default().with_exit_grace(std::time::Duration::from_secs(2));
         for tree in [true, false] {
             let config = SessionConfig { process_tree: tree, ..config };
             // Alive: its pid and its group are its own.
