@@ -21,7 +21,7 @@ fn call(tool: &str, arguments: Value) -> CallToolRequestParams {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_server_serves_and_ends_by_itself() {
-    support::watchdog(Duration::from_secs(120), "rmcp on both platforms", async {
+    support::watchdog(Duration::from_secs(300), "rmcp on both platforms", async {
         for _ in 0..3 {
             let transport =
                 ChildProcess::new(tokio::process::Command::new(env!("CARGO_BIN_EXE_rmcp_server"))).expect("spawn");

@@ -23,7 +23,9 @@ use serde_json::{Value, json};
 use server_support::Fixture;
 
 const RMCP_SERVER: &str = env!("CARGO_BIN_EXE_rmcp_server");
-const WAIT: Duration = Duration::from_secs(5);
+/// A hang guard for what must happen (a frame, an exit): it takes
+/// milliseconds; only a defect reaches this.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// Starts the example server and runs the handshake. `paused`: stdout is
 /// not read after its first read (the `initialize` response), until
