@@ -218,3 +218,33 @@ fn a_second_sigint_ends_the_process_at_once() {
         let _ = server.finish();
     }
 }
+
+/// A request whose id is still in flight is refused by the adapter, as the
+/// server library's serve loop refuses it: -32600 with a `null` id (with the
+/// id, a client could take the refusal for the original's response), never
+/// handed to rmcp, which would run it a second time and answer the id twice.
+/// The original still gets its one outcome (here: cancelled, no response).
+#[test]
+fn a_duplicate_id_in_flight_is_refused_with_a_null_id() {
+    for _ in 0..5 {
+        let mut server = start(&[], false);
+        server.send(&call(1, "slow", json!({"seconds": 60})));
+        server.notification("notifications/progress", WAIT);
+        server.send(&call(1, "slow", json!({"seconds": 60})));
+        server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+        server.response(2, WAIT);
+        server.cancel(json!(1));
+        server.close_stdin();
+        assert!(server.wait_exit(WAIT).is_some(), "still running; stderr:\n{}", server.stderr());
+        let done = server.finish();
+        let refusals: Vec<&Value> =
+            done.frames.iter().filter(|f| f.id() == Some(&Value::Null)).map(|f| f.json()).collect();
+        assert_eq!(refusals.len(), 1, "{refusals:?}\n{}", done.stderr);
+        assert_eq!(refusals[0]["error"]["code"], -32600, "{}", refusals[0]);
+        let message = refusals[0]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("already in flight"), "{message}");
+        let progress = done.frames.iter().filter(|f| f.method() == Some("notifications/progress")).count();
+        assert_eq!(progress, 1, "the duplicate never ran: one call, one first progress notification");
+        assert!(done.frames.iter().all(|f| f.id() != Some(&json!(1))), "no response for the cancelled call");
+    }
+}

@@ -59,6 +59,7 @@ pub(crate) struct Counters {
     pub(crate) invalid_responses: AtomicU64,
     pub(crate) closed_pending: AtomicU64,
     pub(crate) overloaded: AtomicU64,
+    pub(crate) duplicate_ids: AtomicU64,
 }
 
 /// A snapshot of what the adapter counted, beside the transport's metrics.
@@ -96,6 +97,11 @@ pub struct AdapterCounts {
     /// max_queued` requests were already in flight (handed to rmcp and not
     /// answered yet), as the server library's serve loop does.
     pub overloaded: u64,
+    /// Server side: requests whose id was already in flight, answered -32600
+    /// with a `null` id (so the answer cannot be taken for the original's,
+    /// which still comes), as the server library's serve loop does; not
+    /// handed to rmcp.
+    pub duplicate_ids: u64,
 }
 
 impl Counters {
@@ -108,6 +114,7 @@ impl Counters {
             invalid_responses: self.invalid_responses.load(Relaxed),
             closed_pending: self.closed_pending.load(Relaxed),
             overloaded: self.overloaded.load(Relaxed),
+            duplicate_ids: self.duplicate_ids.load(Relaxed),
         }
     }
 }

@@ -435,7 +435,7 @@ impl Transport<RoleServer> for Stdio {
                 Ok(message) => message,
                 Err(error) => {
                     bump(&self.counters.rejected);
-                    let id = mcp_framer_jsonrpc::parse(frame.frame()).ok().and_then(|m| m.id().map(request_id));
+                    let id = frame.id().map(request_id);
                     tracing::warn!(kind = ?frame.kind(), ?id, %error, "client message rejected by rmcp's types");
                     if frame.kind() == Kind::Request {
                         let error = ErrorObject::new(INVALID_REQUEST, format!("request rejected: {error}"));
@@ -457,7 +457,17 @@ impl Transport<RoleServer> for Stdio {
                     self.answer(Some(&request.id), &ErrorObject::new(OVERLOADED, text));
                     continue;
                 }
-                in_flight.ids.insert(request.id.clone());
+                if !in_flight.ids.insert(request.id.clone()) {
+                    drop(in_flight);
+                    bump(&self.counters.duplicate_ids);
+                    tracing::warn!(id = %request.id, "duplicate request id in flight; answering -32600 with a null id");
+                    // A null id: answered with the id, the error could be taken
+                    // for the original request's response, which still comes.
+                    let text =
+                        format!("request id {} is already in flight; this duplicate was not processed", request.id);
+                    self.answer(None, &ErrorObject::new(INVALID_REQUEST, text));
+                    continue;
+                }
             } else if let Some(id) = cancels(&message) {
                 // rmcp drops a cancelled request's response: it is no longer
                 // awaited at shutdown, nor counted against the bound.

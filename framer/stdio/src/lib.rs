@@ -32,6 +32,8 @@
 mod bound;
 #[cfg(any(feature = "host", feature = "server"))]
 mod counter;
+#[cfg(any(feature = "host", feature = "server"))]
+mod head;
 #[cfg(feature = "host")]
 #[cfg_attr(docsrs, doc(cfg(feature = "host")))]
 pub mod host;

@@ -2,7 +2,6 @@
 //! what it skipped ([`SkippedFrame`]).
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 
 use std::pin::Pin;
@@ -13,8 +12,9 @@ use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use super::config::DEFAULT_EXCERPT;
 use crate::bound::Held;
+use crate::head::Head;
 use crate::{Keep, Preview};
-use mcp_framer_jsonrpc::{Id, Kind, Message, OwnedId, ParseError};
+use mcp_framer_jsonrpc::{Kind, OwnedId, ParseError};
 
 /// A message received from the server, owning a copy of its frame.
 ///
@@ -57,48 +57,6 @@ impl Frames {
     }
 }
 
-/// The routing fields of a message and where its frame lies in its buffer,
-/// parsed before the buffer is shared.
-#[derive(Clone, Debug)]
-pub(crate) struct Head {
-    /// The frame's bytes in the buffer.
-    frame: Range<usize>,
-    kind: Kind,
-    id: Option<OwnedId>,
-    method: Option<Text>,
-    /// Where the payload lies in the frame; empty when there is none (a JSON
-    /// value is never empty).
-    payload: Range<usize>,
-}
-
-impl Head {
-    /// The routing fields of `message`, parsed from `frame`, which lies at
-    /// `at` in its buffer: no allocation unless the method has escapes or the
-    /// id is a string.
-    pub(crate) fn new(at: usize, frame: &[u8], message: &Message<'_>) -> Head {
-        let payload = message.payload().and_then(|raw| subslice(frame, raw.get().as_bytes()));
-        debug_assert_eq!(payload.is_some(), message.payload().is_some(), "the parser borrows payloads from the frame");
-        Head {
-            frame: at..at + frame.len(),
-            kind: message.kind(),
-            id: message.id().map(Id::to_owned_id),
-            method: message.method().map(|method| match subslice(frame, method.as_bytes()) {
-                Some(range) => Text::InFrame(range),
-                None => Text::Decoded(method.into()),
-            }),
-            payload: payload.unwrap_or(0..0),
-        }
-    }
-}
-
-impl Head {
-    /// The same message, its frame at `at` in its buffer.
-    pub(crate) fn at(mut self, at: usize) -> Head {
-        self.frame = at..at + self.frame.len();
-        self
-    }
-}
-
 impl Clone for Received {
     fn clone(&self) -> Self {
         let mut head = self.head.clone();
@@ -116,18 +74,10 @@ impl PartialEq for Received {
 
 impl Eq for Received {}
 
-/// A string field of a [`Received`]: where its text lies in the frame when it
-/// had no escapes (no allocation), or its decoded copy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Text {
-    InFrame(Range<usize>),
-    Decoded(Box<str>),
-}
-
 impl Received {
     /// Copies `frame` and the routing fields of its parsed `message`.
     #[cfg(test)]
-    pub(crate) fn new(frame: &[u8], message: &Message<'_>) -> Received {
+    pub(crate) fn new(frame: &[u8], message: &mcp_framer_jsonrpc::Message<'_>) -> Received {
         Received::copied(frame, Head::new(0, frame, message))
     }
 
@@ -171,21 +121,13 @@ impl Received {
 
     /// The method (requests and notifications).
     pub fn method(&self) -> Option<&str> {
-        match self.head.method.as_ref()? {
-            // The parser checked the frame is UTF-8: this re-checks only the
-            // method's few bytes.
-            Text::InFrame(range) => std::str::from_utf8(&self.frame()[range.clone()]).ok(),
-            Text::Decoded(method) => Some(method),
-        }
+        self.head.method(&self.frames.bytes)
     }
 
     /// The raw JSON text of `params` (if present), `result` or `error`,
     /// exactly as the server wrote it.
     pub fn payload(&self) -> Option<&str> {
-        // The parser checked that the whole frame is UTF-8, so this only
-        // re-checks the payload's bytes (vectorised: payloads can be large).
-        let range = self.head.payload.clone();
-        if range.is_empty() { None } else { simdutf8::basic::from_utf8(&self.frame()[range]).ok() }
+        self.head.payload(&self.frames.bytes)
     }
 
     /// Deserializes the payload into `T` (`null` when there is none).
@@ -224,13 +166,6 @@ impl fmt::Debug for Received {
             .field("frame", &Preview::new(self.frame(), Keep::Head(DEFAULT_EXCERPT)))
             .finish()
     }
-}
-
-/// Where `part` lies inside `whole`, if it is a subslice of it.
-fn subslice(whole: &[u8], part: &[u8]) -> Option<Range<usize>> {
-    let start = part.as_ptr().addr().checked_sub(whole.as_ptr().addr())?;
-    let end = start.checked_add(part.len())?;
-    (end <= whole.len()).then_some(start..end)
 }
 
 /// Something the reader discarded and reports. The session goes on; each is
@@ -479,7 +414,7 @@ impl futures_core::Stream for InboundQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcp_framer_jsonrpc::parse;
+    use mcp_framer_jsonrpc::{Id, parse};
 
     #[test]
     fn received_keeps_routing_fields_and_a_payload_slice() {

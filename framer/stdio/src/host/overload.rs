@@ -273,7 +273,8 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::*;
-    use crate::host::inbound::{Head, InboundQueue, Received, inbound_channel};
+    use crate::head::Head;
+    use crate::host::inbound::{InboundQueue, Received, inbound_channel};
 
     const MS: Duration = Duration::from_millis(1);
     /// A notification, all of one size; `n` tells them apart.

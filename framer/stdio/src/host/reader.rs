@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::config::{NO_CONSUMER_MESSAGE, OVERLOADED_MESSAGE, SessionConfig};
 use super::error::Closed;
-use super::inbound::{Frames, Head, Inbound, InboundSender, Received, Sent, SkippedFrame};
+use super::inbound::{Frames, Inbound, InboundSender, Received, Sent, SkippedFrame};
 use super::metrics::Metrics;
 use super::outgoing;
 use super::overload::{Dispatch, Verdict};
@@ -20,6 +20,7 @@ use super::owed::Owed;
 use super::recover::IdWatch;
 use super::writer::Writer;
 use crate::counter::bump;
+use crate::head::Head;
 use crate::{Keep, Preview};
 use mcp_framer::{Config, Event, FrameError, Framer, Stats};
 use mcp_framer_jsonrpc::{Kind, METHOD_NOT_FOUND, Message, OVERLOADED, OwnedId, ParseError};

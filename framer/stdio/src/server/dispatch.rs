@@ -14,7 +14,7 @@
 //! result waits for room in the writer's queue still holds its slot, so the
 //! results waiting outside the queue are bounded too.
 //!
-//! Each request gets a supervisor task that waits for a concurrency permit,
+//! Each request gets a call_task task that waits for a concurrency permit,
 //! starts the handler in a task of its own (so a panic is caught and the
 //! handler can be aborted), turns its outcome into one whole frame, reserves
 //! room for it in the writer's queue and only then commits it (state
@@ -32,9 +32,9 @@ use super::cancel::Scope;
 use super::report::Counters;
 use super::table::Table;
 use super::tool::{Call, Handler, RpcError, ToolResult};
-use super::writer::{Outbox, encode_error};
+use super::writer::Outbox;
 use crate::counter::bump;
-use mcp_framer_jsonrpc::{EncodeError, Encoder, INVALID_PARAMS, OwnedId};
+use mcp_framer_jsonrpc::{EncodeError, INVALID_PARAMS, OwnedId};
 
 /// One `tools/call` to run.
 pub(crate) struct Job {
@@ -84,7 +84,7 @@ impl Dispatcher {
     }
 
     /// Admits `job` (see the module docs), enters it in the table and spawns
-    /// its supervisor. Never waits. The error is the reply to send instead
+    /// its call_task. Never waits. The error is the reply to send instead
     /// (overload; a duplicate id, which the caller checks first).
     pub(crate) fn dispatch(&mut self, job: Job) -> Result<(), RpcError> {
         while self.tasks.try_join_next().is_some() {}
@@ -105,13 +105,13 @@ impl Dispatcher {
             bump(&self.counters.duplicate_ids);
             return Err(RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, "request id already in flight"));
         }
-        let supervisor = Supervisor {
+        let call_task = CallTask {
             table: Arc::clone(&self.table),
             permits: Arc::clone(&self.permits),
             outbox: self.outbox.clone(),
             counters: Arc::clone(&self.counters),
         };
-        self.tasks.spawn(supervisor.run(job, scope, slot));
+        self.tasks.spawn(call_task.run(job, scope, slot));
         Ok(())
     }
 
@@ -128,21 +128,21 @@ impl Dispatcher {
         self.permits.close();
     }
 
-    /// Aborts every supervisor and waits for them to stop.
+    /// Aborts every call_task and waits for them to stop.
     pub(crate) async fn abort_all(&mut self) {
         self.tasks.shutdown().await;
     }
 }
 
 /// What one request's task needs.
-struct Supervisor {
+struct CallTask {
     table: Arc<Table>,
     permits: Arc<Semaphore>,
     outbox: Outbox,
     counters: Arc<Counters>,
 }
 
-impl Supervisor {
+impl CallTask {
     /// Runs one admitted call; `_slot` is its admission, given back when this
     /// returns (its frame committed, or no response).
     async fn run(self, job: Job, scope: Scope, _slot: OwnedSemaphorePermit) {
@@ -174,12 +174,11 @@ impl Supervisor {
         drop(permit);
         // Whatever the handler left running (tasks, child groups) ends with it.
         scope.stop_producers();
-        let max = self.outbox.max_send();
         let result = match outcome {
             Ok(Ok(result)) => self.declared(result, &id, &tool, structured),
             // Invalid arguments (or a bad cursor): a protocol error.
             Ok(Err(error)) if error.code == INVALID_PARAMS => {
-                let frame = encode_error(Some(&id), &error, max);
+                let frame = self.outbox.error_frame(Some(&id), &error);
                 return self.commit(id, scope, frame).await;
             }
             Ok(Err(error)) => {
@@ -194,15 +193,13 @@ impl Supervisor {
             }
             Err(_) => return self.abandon(&id, &scope), // aborted: cancelled
         };
-        let frame = Encoder::new(max).response(&id, &result).unwrap_or_else(|err| {
+        let frame = self.outbox.encoder().response(&id, &result).unwrap_or_else(|err| {
             if matches!(err, EncodeError::TooLarge { .. }) {
                 bump(&self.counters.oversize_results);
             }
             tracing::error!(id = %id, tool = %tool, %err, "result cannot be sent");
             let failed = ToolResult::error(format!("tool {tool:?} result not sent: {err}"));
-            Encoder::new(max)
-                .response(&id, &failed)
-                .unwrap_or_else(|err| encode_error(Some(&id), &RpcError::internal(err), max))
+            self.outbox.response_frame(&id, &failed)
         });
         self.commit(id, scope, frame).await;
     }

@@ -3,16 +3,14 @@
 //! frame over the transport limit are answered by the transport itself (with
 //! the error the JSON-RPC spec calls for, and the request's id when it can
 //! be recovered, `null` otherwise), and everything else is a message. One
-//! place for these rules, for the serve loop and for the raw
-//! [`transport`](super::transport).
+//! place for these rules: the [stdin loop](super::stdin) applies them.
 
 use super::report::Counters;
-use super::tool::RpcError;
-use super::writer::encode_error;
+use super::writer::Outbox;
 use crate::counter::bump;
 use crate::preview::{MESSAGE_BYTES, clip};
 use mcp_framer::Event;
-use mcp_framer_jsonrpc::{INVALID_REQUEST, Message};
+use mcp_framer_jsonrpc::{ErrorObject, INVALID_REQUEST, Message};
 
 /// What became of one framer event.
 pub(crate) enum Screened<'a> {
@@ -25,12 +23,12 @@ pub(crate) enum Screened<'a> {
     Skip,
 }
 
-/// Screens `event` under the receive limit `max_frame`, answering within the
-/// send limit `max_send`; counts and logs what is not a message.
+/// Screens `event` under the receive limit `max_frame`, answering through
+/// `outbox` (within its send limit); counts and logs what is not a message.
 pub(crate) fn screen<'a>(
     event: Event<&'a [u8]>,
     max_frame: usize,
-    max_send: usize,
+    outbox: &Outbox,
     counters: &Counters,
 ) -> Screened<'a> {
     match event {
@@ -47,8 +45,8 @@ pub(crate) fn screen<'a>(
                 Err(err) => {
                     bump(&counters.malformed);
                     tracing::warn!(code = err.code(), id = ?err.id(), %err, "malformed message");
-                    let error = RpcError::new(err.code(), clip(&err.to_string(), MESSAGE_BYTES));
-                    Screened::Reply(encode_error(err.id(), &error, max_send))
+                    let error = ErrorObject::new(err.code(), clip(&err.to_string(), MESSAGE_BYTES));
+                    Screened::Reply(outbox.error_frame(err.id(), &error))
                 }
             }
         }
@@ -60,7 +58,7 @@ pub(crate) fn screen<'a>(
             bump(&counters.oversize);
             tracing::warn!(len, max = max_frame, "oversize message discarded");
             let message = format!("message of {len} bytes exceeds the transport limit of {max_frame} bytes");
-            Screened::Reply(encode_error(None, &RpcError::new(INVALID_REQUEST, message), max_send))
+            Screened::Reply(outbox.error_frame(None, &ErrorObject::new(INVALID_REQUEST, message)))
         }
         Event::Truncated { len, oversize: true } => {
             bump(&counters.oversize);
@@ -69,7 +67,7 @@ pub(crate) fn screen<'a>(
                 "message of at least {len} bytes (cut off by the end of stdin) exceeds the transport limit \
                  of {max_frame} bytes"
             );
-            Screened::Reply(encode_error(None, &RpcError::new(INVALID_REQUEST, message), max_send))
+            Screened::Reply(outbox.error_frame(None, &ErrorObject::new(INVALID_REQUEST, message)))
         }
         Event::Truncated { len, oversize: false } => {
             tracing::warn!(len, "stdin ended inside a message; its bytes were dropped");

@@ -1,90 +1,258 @@
-//! The serve loop: read stdin through the framer, classify each frame, answer
-//! what can be answered at once, dispatch tool calls, apply cancellations,
-//! and shut down cleanly at EOF.
+//! [`Server`]: tools and their handlers, and the dispatcher it puts on the
+//! server transport's [stdin loop](super::stdin) and writer; its shutdown.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::io;
 use std::ops::Not;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::time::Instant;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::task::{JoinError, JoinHandle};
+use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::dispatch::{Dispatcher, Job};
+use super::config::ServerConfig;
+use super::dispatch::Dispatcher;
+use super::replies::{self, Identity};
 use super::report::{Counters, ServeReport};
-use super::screen::{Screened, screen};
-use super::table::{CancelOutcome, Table};
-use super::tool::RpcError;
-use super::writer::{Outbox, encode_error, run_writer};
-use super::{PROTOCOL_VERSIONS, Server};
-use crate::counter::{add, bump};
-use crate::preview::{MESSAGE_BYTES, clip, excerpt};
-use mcp_framer::{Event, Framer};
-use mcp_framer_jsonrpc::{Encoder, Id, Message, OwnedId, RawJson};
+use super::route::Router;
+use super::stdin::{read_stdin, signal_name};
+use super::stdio;
+use super::table::Table;
+use super::tool::{Call, RpcError, Tool, ToolResult, Tools};
+use super::writer::{Outbox, run_writer};
+use crate::counter::add;
+use crate::preview::excerpt;
 
-/// `tools/call` params, borrowed from the frame.
-#[derive(Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-    #[serde(rename = "_meta", borrow, default)]
-    meta: Option<Meta<'a>>,
+/// An MCP server: its identity, its tools, and its limits.
+pub struct Server {
+    identity: Identity,
+    config: ServerConfig,
+    tools: Tools,
 }
 
-#[derive(Deserialize)]
-struct Meta<'a> {
-    #[serde(rename = "progressToken", borrow, default)]
-    progress_token: Option<&'a RawValue>,
+impl Server {
+    /// A server named `name` at `version`, with no tools and the default
+    /// [`ServerConfig`].
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Server {
+        let identity = Identity { name: name.into(), version: version.into(), instructions: None };
+        Server { identity, config: ServerConfig::default(), tools: Tools::default() }
+    }
+
+    /// Sets the limits.
+    pub fn with_config(mut self, config: ServerConfig) -> Server {
+        self.config = config;
+        self
+    }
+
+    /// Sets the `instructions` sent in the `initialize` result.
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Server {
+        self.identity.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Adds a tool. `handler` is called once per `tools/call` with the
+    /// request's [`Call`]; a tool with the same name replaces the earlier one.
+    ///
+    /// What the handler returns becomes the response:
+    ///
+    /// * `Ok(result)`: the result. Its `structuredContent` is sent only if
+    ///   the tool declares an [`outputSchema`](Tool::with_output_schema).
+    /// * `Err` with code [`INVALID_PARAMS`](mcp_framer_jsonrpc::INVALID_PARAMS)
+    ///   (bad arguments, as [`Call::args`] reports them; a bad cursor): a
+    ///   JSON-RPC error, a protocol problem.
+    /// * `Err` with any other code, or a panic: a **tool failure**, sent as
+    ///   a result with `isError: true` and a text block saying what went wrong
+    ///   (the error's message; for a panic only that it panicked, the details
+    ///   going to the log), so the model sees it.
+    /// * A result over [`ServerConfig::max_send`]: a tool failure saying so.
+    pub fn tool<F, Fut>(mut self, tool: Tool, handler: F) -> Server
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolResult, RpcError>> + Send + 'static,
+    {
+        self.tools.insert(tool, Arc::new(move |call| Box::pin(handler(call))));
+        self
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Serves requests read from `input`, writing frames to `output`, until
+    /// `input` ends (or `output` fails). Returns the loop's counters.
+    ///
+    /// # Contract
+    ///
+    /// * stdin is read in read-into mode straight into the [`Framer`](mcp_framer::Framer)'s buffer,
+    ///   under [`ServerConfig::framer`] (the same
+    ///   transport limit and policies as the host).
+    /// * **Every request gets exactly one response**, unless the client
+    ///   cancelled it (`notifications/cancelled`, see [`State`](super::State)) or stdout
+    ///   failed. No reply is ever dropped while the host reads stdout.
+    ///   Requests the server gives up on at shutdown are answered too (-32603,
+    ///   "request abandoned"), and their ids are logged.
+    /// * **Replies never starve.** `initialize`, `ping` and `tools/list` are
+    ///   answered by the loop itself, as is every error reply; these replies
+    ///   are queued in a budget of their own
+    ///   ([`ServerConfig::control_queue_bytes`]) that tool results never
+    ///   use, so they never wait behind a large result.
+    /// * **Backpressure.** While the host does not drain stdout, the loop
+    ///   keeps reading stdin (so cancellations still reach running calls)
+    ///   until that reply budget is full: a bounded backlog of answered,
+    ///   unwritten requests. Then it **stops reading stdin** until the host
+    ///   drains again (each pause counted in [`ServeReport::stdin_pauses`]
+    ///   and logged at debug level; a pause of a second or more logged as a
+    ///   warning when it ends): a host that does not drain has broken
+    ///   liveness, and rejecting instead would need room that does not exist.
+    ///   A signal or a stdout failure still ends the loop while it waits.
+    ///   Memory stays bounded: queued replies by the two budgets, results
+    ///   waiting for room by the admission bound.
+    /// * **Admission.** `tools/call` runs in a task of its own, at most
+    ///   [`max_concurrent`](ServerConfig::max_concurrent) at once. A call is
+    ///   admitted when the loop accepts it and stays admitted until its
+    ///   response is queued for stdout; at most `max_concurrent +
+    ///   max_queued` are admitted at any moment, however many arrive in one
+    ///   read. A call beyond that is answered -32000 (overloaded) at once.
+    /// * A frame that is not a JSON-RPC message is answered with the error the
+    ///   JSON-RPC spec calls for (-32700 parse error, -32600 invalid request)
+    ///   with the request id when one can be recovered, `null` otherwise; a
+    ///   frame over the transport limit is discarded by the framer and
+    ///   answered -32600 with a `null` id, one cut off by stdin EOF included.
+    ///   A line of nothing but JSON whitespace (space, tab, `\r`) is, like an
+    ///   empty line, not a message: skipped, counted
+    ///   ([`ServeReport::blank_lines`]), not answered. Each case is counted
+    ///   and logged; the loop continues.
+    /// * Error replies respect the response limit: names the client sent
+    ///   (method, tool, id) are echoed as an excerpt of at most 64 bytes, cut
+    ///   at a character boundary, with their length; an error frame that
+    ///   would still be over [`ServerConfig::max_send`] is replaced by a
+    ///   short one (with a `null` id if the id alone is too large).
+    /// * A request whose id is already in flight (its response not yet
+    ///   written) is not processed; it is answered -32600 with a **`null`
+    ///   id**, so that a client matching responses by id cannot take it for
+    ///   the original's response, which still comes, once, with the id.
+    /// * A second `initialize` in a session is answered -32600. Responses
+    ///   from the host are ignored (this server sends no requests). Other
+    ///   methods get -32601. `notifications/cancelled` goes to the request
+    ///   [table](super::State); a malformed one (no usable `requestId`) is ignored,
+    ///   and `initialize` cannot be cancelled.
+    /// * At stdin EOF (or a read error, or a sticky framer error under
+    ///   `OversizePolicy::Fail`) the loop stops reading, lets in-flight requests
+    ///   finish for at most [`ServerConfig::shutdown_grace`],
+    ///   cancels the rest (their process trees are killed; they are answered,
+    ///   logged and counted in [`ServeReport::cancelled_at_shutdown`]),
+    ///   flushes the writer (again within the grace period) and returns its
+    ///   [`ServeReport`]. A shutdown signal ([`Server::serve_stdio`] listens
+    ///   for `SIGTERM` and `SIGINT`) does the same without waiting for the
+    ///   running calls. A host that has stopped draining stdout by then
+    ///   cannot hold the server: the
+    ///   flush is abandoned at the deadline, the frame being written stays
+    ///   unfinished (bytes cannot be retracted; the host's framer reports it as
+    ///   truncated) and [`ServeReport::unflushed_frames`] counts what was not
+    ///   written. If stdout fails, the host is gone: everything is cancelled at
+    ///   once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_framer_stdio::server::{Call, RpcError, Server, Tool, ToolResult};
+    /// use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    ///
+    /// async fn slow(call: Call) -> Result<ToolResult, RpcError> {
+    ///     call.abortable(tokio::time::sleep(Duration::from_secs(30))).await?;
+    ///     Ok(ToolResult::text("done"))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let server = Server::new("demo", "1").tool(Tool::new("slow", "Sleeps", serde_json::json!({})), slow);
+    /// let (mut host_in, server_out) = tokio::io::duplex(1 << 16);
+    /// let (server_in, mut host_out) = tokio::io::duplex(1 << 16);
+    /// let serving = tokio::spawn(async move { server.serve(server_in, server_out).await });
+    ///
+    /// host_out.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}
+    /// {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}
+    /// {"jsonrpc":"2.0","id":2,"method":"ping"}
+    /// "#).await.unwrap();
+    /// let mut lines = BufReader::new(&mut host_in).lines();
+    /// assert_eq!(lines.next_line().await.unwrap().unwrap(), r#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
+    /// drop(host_out); // EOF
+    /// assert_eq!(lines.next_line().await.unwrap(), None, "nothing for the cancelled call");
+    /// let report = serving.await.unwrap();
+    /// assert_eq!((report.requests, report.cancels.running + report.cancels.queued), (2, 1));
+    /// # });
+    /// ```
+    pub async fn serve<R, W>(self, input: R, output: W) -> ServeReport
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        serve(&self, input, output, std::future::pending()).await
+    }
+
+    /// Serves the process's stdin and stdout. First it takes them for the
+    /// protocol: on unix fds 0 and 1 are duplicated for the loop, then fd 0
+    /// is pointed at `/dev/null` and fd 1 at stderr, so nothing else in the
+    /// process (a stray `println!`, a child inheriting stdio) can touch the
+    /// protocol stream. On Windows the standard handles stay as they are
+    /// (redirecting them needs `unsafe` code, which this crate has none of):
+    /// print to stderr only, and give child processes a null or piped
+    /// stdin and stdout.
+    ///
+    /// It also handles `SIGTERM` and `SIGINT` (on Windows Ctrl-C and
+    /// Ctrl-Break) the way [`Server::serve`] describes for a shutdown
+    /// signal: stop reading, cancel every call still queued or running
+    /// (killing their process trees) and answer it, flush within the grace
+    /// period, return. The report's [`signal`](ServeReport::signal) says
+    /// which one; exiting with `128 + signal` is the shell's convention.
+    /// The handlers stay installed for the life of the process (tokio's
+    /// cannot be removed), but once the first signal has arrived the next
+    /// one ends the process at once, as its default action does (on
+    /// Windows: exit status `STATUS_CONTROL_C_EXIT`): a second Ctrl-C
+    /// still stops a server that is slow to finish.
+    ///
+    /// stdin and stdout are read and written as
+    /// [`stdio_transport`](super::stdio_transport) says (one read path per
+    /// platform): on unix, pipes without blocking; a file or a terminal, and
+    /// everything on Windows, through tokio's blocking pool, where a read or
+    /// a write that never completes (a host that stopped draining) still
+    /// holds a thread when this returns: end the process with
+    /// `std::process::exit` rather than waiting for the runtime to drop.
+    ///
+    /// # If the server is killed with `SIGKILL`
+    ///
+    /// Nothing runs, so tool processes, which lead process groups of their
+    /// own, outlive it until they exit by themselves (their stdout pipes to
+    /// the server are closed, so a child that writes gets `EPIPE`). There is
+    /// no parent-death backstop: `PR_SET_PDEATHSIG` would have to be set in
+    /// the child between `fork` and `exec` (`pre_exec`, which needs `unsafe`,
+    /// and this crate forbids it), and it fires when the *thread* that forked
+    /// the child exits, not the process, so on tokio's runtime (whose
+    /// blocking-pool threads retire after 10 s idle) it would kill healthy
+    /// children. A supervisor that must `SIGKILL` a server should run it in
+    /// a cgroup or PID namespace (systemd's `KillMode=control-group`, a
+    /// container) to take the tool processes down with it.
+    pub async fn serve_stdio(self) -> io::Result<ServeReport> {
+        let shutdown = stdio::shutdown_signals()?;
+        let (input, output) = stdio::take()?;
+        Ok(serve(&self, input, output, shutdown).await)
+    }
 }
 
-/// `notifications/cancelled` params.
-#[derive(Deserialize)]
-struct CancelParams<'a> {
-    #[serde(rename = "requestId", borrow)]
-    request_id: Id<'a>,
-    #[serde(borrow, default)]
-    reason: Option<Cow<'a, str>>,
-}
-
-/// `initialize` params: only the version matters here.
-#[derive(Deserialize)]
-struct InitializeParams<'a> {
-    #[serde(rename = "protocolVersion", borrow, default)]
-    protocol_version: Option<Cow<'a, str>>,
-}
-
-/// The loop's state between frames.
-struct Session<'s> {
-    server: &'s Server,
-    tools_list: Box<RawValue>,
-    table: Arc<Table>,
-    outbox: Outbox,
-    dispatcher: Dispatcher,
-    counters: Arc<Counters>,
-    initialize_id: Option<OwnedId>,
-}
-
-/// How waiting for room for a reply ended.
-enum Queued {
-    /// Queued (or dropped and counted, stdout being gone).
-    Done,
-    /// A shutdown signal arrived first.
-    Signal(i32),
-    /// The writer stopped first (stdout failed).
-    WriterDone(Result<io::Result<()>, JoinError>),
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<&str> = self.tools.iter().map(|tool| tool.name.as_str()).collect();
+        f.debug_struct("Server")
+            .field("name", &self.identity.name)
+            .field("version", &self.identity.version)
+            .field("tools", &tools)
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 /// Serves `input` / `output` until `input` ends or `shutdown` resolves (to
 /// the number of the signal that asked for it); see [`Server::serve`] for
 /// the contract.
-pub(crate) async fn serve<R, W, S>(server: &Server, mut input: R, output: W, shutdown: S) -> ServeReport
+async fn serve<R, W, S>(server: &Server, input: R, output: W, shutdown: S) -> ServeReport
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -103,78 +271,36 @@ where
         outbox.clone(),
         Arc::clone(&counters),
     );
-    let mut session =
-        Session { server, tools_list: server.tools_list(), table, outbox, dispatcher, counters, initialize_id: None };
-    let mut framer = Framer::new(config.framer);
+    let mut router = Router {
+        identity: &server.identity,
+        tools: &server.tools,
+        tools_list: replies::tools_list(server.tools.iter()),
+        table,
+        outbox,
+        dispatcher,
+        counters,
+        initialize_id: None,
+    };
     let mut shutdown = pin!(shutdown);
-    let mut error: Option<String> = None;
-    let mut writer_done = None;
-    let mut signal = None;
-
-    'read: loop {
-        let read = tokio::select! {
-            biased;
-            number = &mut shutdown => {
-                signal = Some(number);
-                break 'read;
-            }
-            done = &mut writer => {
-                writer_done = Some(done);
-                break 'read;
-            }
-            read = input.read(framer.spare()) => read,
-        };
-        match read {
-            Ok(0) => framer.finish(),
-            Ok(n) => framer.commit(n),
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) => {
-                tracing::error!(%err, "stdin read failed; shutting down");
-                error = Some(format!("stdin read failed: {err}"));
-                break;
-            }
+    let outbox = router.outbox.clone();
+    let counters = Arc::clone(&router.counters);
+    let ended = read_stdin(input, config.framer, &outbox, &counters, &mut router, shutdown.as_mut()).await;
+    let (mut signal, stdout_gone, mut error) = (ended.signal, ended.stdout_failed, ended.error);
+    let (queued, running, writing) = router.table.counts();
+    match signal {
+        Some(number) => {
+            tracing::warn!(signal = signal_name(number), queued, running, writing, "signal received; shutting down")
         }
-        loop {
-            let reply = match framer.next_event() {
-                Ok(Some(event)) => session.on_event(event),
-                Ok(None) => break,
-                Err(err) => {
-                    tracing::error!(%err, "transport limit exceeded under OversizePolicy::Fail; shutting down");
-                    error = Some(err.to_string());
-                    break 'read;
-                }
-            };
-            let Some(reply) = reply else { continue };
-            match session.queue_reply(reply, &mut writer, shutdown.as_mut()).await {
-                Queued::Done => {}
-                Queued::Signal(number) => {
-                    signal = Some(number);
-                    break 'read;
-                }
-                Queued::WriterDone(done) => {
-                    writer_done = Some(done);
-                    break 'read;
-                }
-            }
-        }
-        if framer.is_finished() {
-            let (queued, running, writing) = session.table.counts();
-            tracing::info!(queued, running, writing, "stdin closed; finishing in-flight requests");
-            break;
-        }
-    }
-    if let Some(number) = signal {
-        let (queued, running, writing) = session.table.counts();
-        tracing::warn!(signal = signal_name(number), queued, running, writing, "signal received; shutting down");
+        None if !stdout_gone => tracing::info!(queued, running, writing, "stdin closed; finishing in-flight requests"),
+        None => {}
     }
 
     let grace = config.shutdown_grace;
-    let stdout_gone = writer_done.is_some();
     let finished = stdout_gone.not()
         && signal.is_none()
         && tokio::select! {
-            finished = session.dispatcher.drain(grace) => finished,
-            number = &mut shutdown => {
+            finished = router.dispatcher.drain(grace) => finished,
+            number = shutdown.as_mut() => {
                 signal = Some(number);
                 tracing::warn!(signal = signal_name(number), "signal received during the shutdown grace");
                 false
@@ -186,28 +312,28 @@ where
             None if stdout_gone => "stdout failed".to_owned(),
             None => format!("still running {grace:?} after stdin closed"),
         };
-        session.abandon_all(&why, stdout_gone).await;
+        router.abandon_all(&why, stdout_gone).await;
     }
-    session.outbox.close();
+    outbox.close();
     let mut unflushed = 0;
-    let writer_done = match writer_done {
-        Some(done) => done,
-        None => {
-            let flushed = tokio::select! {
-                done = tokio::time::timeout(grace, &mut writer) => done.ok(),
-                number = &mut shutdown, if signal.is_none() => {
-                    signal = Some(number);
-                    None
-                }
-            };
-            match flushed {
-                Some(done) => done,
-                None => {
-                    unflushed = session.outbox.pending();
-                    tracing::warn!(unflushed, "stdout not drained within the shutdown grace; giving up");
-                    writer.abort();
-                    Ok(Ok(()))
-                }
+    let writer_done = if stdout_gone {
+        // The writer has stopped: this returns at once.
+        (&mut writer).await
+    } else {
+        let flushed = tokio::select! {
+            done = tokio::time::timeout(grace, &mut writer) => done.ok(),
+            number = shutdown.as_mut(), if signal.is_none() => {
+                signal = Some(number);
+                None
+            }
+        };
+        match flushed {
+            Some(done) => done,
+            None => {
+                unflushed = outbox.pending();
+                tracing::warn!(unflushed, "stdout not drained within the shutdown grace; giving up");
+                writer.abort();
+                Ok(Ok(()))
             }
         }
     };
@@ -216,73 +342,17 @@ where
         Ok(Err(err)) => error = error.or(Some(format!("stdout write failed: {err}"))),
         Err(join) => error = error.or(Some(format!("writer task failed: {join}"))),
     }
-    let mut report = session.counters.report(*framer.stats());
+    let mut report = counters.report(ended.stats);
     report.error = error;
     report.signal = signal;
     report.unflushed_frames = unflushed;
     report
 }
 
-/// The usual name of the signals the loop stops on.
-fn signal_name(number: i32) -> &'static str {
-    match number {
-        2 => "SIGINT",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-/// A stdin pause this long (the host not draining stdout) is logged as a
-/// warning when it ends.
-const LONG_PAUSE_MS: u64 = 1000;
-
 /// At most this many abandoned ids are named in the shutdown log line.
 const LOGGED_IDS: usize = 32;
 
-impl Session<'_> {
-    /// Queues a reply of the stdin loop in the control budget. When the
-    /// budget is full (the host is not draining stdout) the loop waits here,
-    /// and so stops reading stdin, until the writer frees room, the writer
-    /// stops, or a shutdown signal arrives; it never drops the reply.
-    async fn queue_reply<S: Future<Output = i32>>(
-        &self,
-        frame: Vec<u8>,
-        writer: &mut JoinHandle<io::Result<()>>,
-        shutdown: Pin<&mut S>,
-    ) -> Queued {
-        if let Some(room) = self.outbox.try_reserve_control(frame.len()) {
-            self.outbox.push(frame, Some(room), None);
-            return Queued::Done;
-        }
-        bump(&self.counters.stdin_pauses);
-        let backlog = self.server.config.control_queue_bytes;
-        // Debug level: under a burst this happens at every few replies.
-        tracing::debug!(backlog, bytes = frame.len(), "reply backlog full (host not draining stdout); pausing stdin");
-        let paused = Instant::now();
-        let len = frame.len();
-        let outcome = tokio::select! {
-            biased;
-            number = shutdown => Queued::Signal(number),
-            done = writer => Queued::WriterDone(done),
-            room = self.outbox.reserve_control(len) => {
-                let waited_ms = paused.elapsed().as_millis() as u64;
-                match room {
-                    Some(room) if waited_ms >= LONG_PAUSE_MS => {
-                        tracing::warn!(waited_ms, backlog, "stdin was paused: the host did not drain stdout");
-                        self.outbox.push(frame, Some(room), None);
-                    }
-                    Some(room) => self.outbox.push(frame, Some(room), None),
-                    None => self.outbox.dropped(len),
-                }
-                return Queued::Done;
-            }
-        };
-        // Shutting down: the reply still goes out if stdout allows (one frame
-        // over the budget, bounded).
-        self.outbox.push(frame, None, None);
-        outcome
-    }
-
+impl Router<'_> {
     /// Cancels every request still queued or running, kills their process
     /// groups, and answers each -32603 (unless stdout is gone); logs their
     /// ids and counts them.
@@ -308,164 +378,7 @@ impl Session<'_> {
         // small frames (the admission bound).
         let error = RpcError::internal(format!("request abandoned: the server is shutting down ({why})"));
         for id in &abandoned {
-            self.outbox.push(encode_error(Some(id), &error, self.outbox.max_send()), None, None);
+            self.outbox.push(self.outbox.error_frame(Some(id), &error), None, None);
         }
     }
-
-    fn max(&self) -> usize {
-        self.outbox.max_send()
-    }
-
-    /// The reply to `event`, if it needs one.
-    fn on_event(&mut self, event: Event<&[u8]>) -> Option<Vec<u8>> {
-        match screen(event, self.server.config.framer.max_frame, self.max(), &self.counters) {
-            Screened::Message(_, message) => self.on_message(message),
-            Screened::Reply(reply) => Some(reply),
-            Screened::Skip => None,
-        }
-    }
-
-    fn on_message(&mut self, message: Message<'_>) -> Option<Vec<u8>> {
-        match message {
-            Message::Request { id, method, params } => {
-                bump(&self.counters.requests);
-                self.on_request(id.into_owned(), &method, params)
-            }
-            Message::Notification { method, params } => {
-                bump(&self.counters.notifications);
-                self.on_notification(&method, params);
-                None
-            }
-            other => {
-                bump(&self.counters.unexpected_responses);
-                tracing::debug!(kind = ?other.kind(), id = ?other.id(), "ignoring a response: this server sends no requests");
-                None
-            }
-        }
-    }
-
-    fn reply(&self, id: &OwnedId, result: &impl serde::Serialize) -> Option<Vec<u8>> {
-        let max = self.max();
-        let frame = Encoder::new(max)
-            .response(id, result)
-            .unwrap_or_else(|err| encode_error(Some(id), &RpcError::internal(err), max));
-        Some(frame)
-    }
-
-    fn reply_error(&self, id: &OwnedId, error: &RpcError) -> Option<Vec<u8>> {
-        Some(encode_error(Some(id), error, self.max()))
-    }
-
-    fn on_request(&mut self, id: OwnedId, method: &str, params: Option<RawJson<'_>>) -> Option<Vec<u8>> {
-        if self.table.contains(&id) {
-            // Answering with the id would let a client resolve the original
-            // request with this error: a null id cannot be mistaken for it.
-            bump(&self.counters.duplicate_ids);
-            tracing::warn!(id = %excerpt(&id.to_string()), method = %excerpt(method), "duplicate request id in flight");
-            let message = format!(
-                "request id {} is already in flight; this duplicate was not processed",
-                excerpt(&id.to_string())
-            );
-            return Some(encode_error(None, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message), self.max()));
-        }
-        match method {
-            "initialize" if self.initialize_id.is_some() => {
-                bump(&self.counters.repeated_initialize);
-                tracing::warn!(id = %id, "initialize received twice");
-                let message = "initialize was already received in this session";
-                self.reply_error(&id, &RpcError::new(mcp_framer_jsonrpc::INVALID_REQUEST, message))
-            }
-            "initialize" => {
-                let asked = params
-                    .and_then(|p| p.deserialize::<InitializeParams<'_>>().ok())
-                    .and_then(|p| p.protocol_version.map(Cow::into_owned));
-                let result = self.server.initialize_result(asked.as_deref());
-                self.initialize_id = Some(id.clone());
-                self.reply(&id, &result)
-            }
-            // The 2026-07-28 revision's probe: answered before or without
-            // `initialize`, and any number of times.
-            "server/discover" => self.reply(&id, &self.server.discover_result()),
-            "ping" => self.reply(&id, &serde_json::json!({})),
-            "tools/list" => self.reply(&id, &self.tools_list),
-            "tools/call" => self.on_call(id, params),
-            _ => {
-                bump(&self.counters.unknown_methods);
-                let method = excerpt(method);
-                tracing::debug!(id = %excerpt(&id.to_string()), %method, "unknown method");
-                self.reply_error(
-                    &id,
-                    &RpcError::new(mcp_framer_jsonrpc::METHOD_NOT_FOUND, format!("method not found: {method}")),
-                )
-            }
-        }
-    }
-
-    fn on_call(&mut self, id: OwnedId, params: Option<RawJson<'_>>) -> Option<Vec<u8>> {
-        let parsed = params
-            .ok_or_else(|| "missing params".to_owned())
-            .and_then(|p| p.deserialize::<CallParams<'_>>().map_err(|err| err.to_string()));
-        let params = match parsed {
-            Ok(params) => params,
-            Err(err) => {
-                let message = format!("bad tools/call params: {}", clip(&err, MESSAGE_BYTES));
-                return self.reply_error(&id, &RpcError::invalid_params(message));
-            }
-        };
-        let Some((name, handler, structured)) = self.server.handler(&params.name) else {
-            let error = RpcError::invalid_params(format!("unknown tool: {}", excerpt(&params.name)));
-            return self.reply_error(&id, &error);
-        };
-        let job = Job {
-            id: id.clone(),
-            tool: name,
-            handler,
-            structured,
-            arguments: params.arguments.map(RawValue::to_owned),
-            progress_token: params.meta.and_then(|m| m.progress_token).map(RawValue::to_owned),
-        };
-        match self.dispatcher.dispatch(job) {
-            Ok(()) => None,
-            Err(error) => {
-                tracing::warn!(id = %id, %error, "request refused");
-                self.reply_error(&id, &error)
-            }
-        }
-    }
-
-    fn on_notification(&mut self, method: &str, params: Option<RawJson<'_>>) {
-        match method {
-            "notifications/cancelled" => self.on_cancel(params),
-            "notifications/initialized" => tracing::debug!("client initialized"),
-            _ => tracing::debug!(method, "ignoring notification"),
-        }
-    }
-
-    fn on_cancel(&mut self, params: Option<RawJson<'_>>) {
-        let Some(params) = params.and_then(|p| p.deserialize::<CancelParams<'_>>().ok()) else {
-            bump(&self.counters.cancel_malformed);
-            tracing::debug!("ignoring a malformed cancellation");
-            return;
-        };
-        let id = params.request_id.into_owned();
-        let reason = params.reason.as_deref().unwrap_or("");
-        if self.initialize_id.as_ref() == Some(&id) {
-            bump(&self.counters.cancel_ignored);
-            tracing::info!(id = %id, "cancellation ignored: initialize cannot be cancelled");
-            return;
-        }
-        let (counter, state) = match self.table.cancel(&id) {
-            CancelOutcome::Queued => (&self.counters.cancel_queued, "queued"),
-            CancelOutcome::Running => (&self.counters.cancel_running, "running"),
-            CancelOutcome::Writing => (&self.counters.cancel_writing, "writing"),
-            CancelOutcome::Unknown => (&self.counters.cancel_ignored, "done-or-unknown"),
-        };
-        bump(counter);
-        tracing::info!(id = %id, state, reason, "cancellation");
-    }
-}
-
-/// The protocol versions this server speaks, newest first.
-pub(crate) fn negotiate(asked: Option<&str>) -> &'static str {
-    PROTOCOL_VERSIONS.iter().find(|v| Some(**v) == asked).copied().unwrap_or(PROTOCOL_VERSIONS[0])
 }

@@ -19,16 +19,6 @@ pub(crate) type Input = Box<dyn AsyncRead + Unpin + Send>;
 /// The protocol's output.
 pub(crate) type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// How the taken streams are read and written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Through tokio's blocking pool (files, terminals, pipes alike).
-    Blocking,
-    /// Pipes (as a host spawns a server) without blocking where the
-    /// platform allows it (unix), the blocking pool otherwise.
-    Pipes,
-}
-
 #[cfg(unix)]
 mod imp {
     use std::fs::File;
@@ -37,26 +27,26 @@ mod imp {
     use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::fs::FileTypeExt;
 
-    use super::{Input, Mode, Output};
+    use super::{Input, Output};
 
     /// Takes the process's stdio for the protocol: duplicates fds 0 and 1
     /// (close-on-exec) for the serve loop, then points fd 0 at `/dev/null`
     /// and fd 1 at stderr, so that a stray `println!`, a library that
     /// prints, or a child process that inherits stdio can never write into
     /// the protocol stream or read protocol bytes.
-    pub(crate) fn take(mode: Mode) -> io::Result<(Input, Output)> {
+    pub(crate) fn take() -> io::Result<(Input, Output)> {
         io::stdout().flush()?;
         let input = File::from(io::stdin().as_fd().try_clone_to_owned()?);
         let output = File::from(io::stdout().as_fd().try_clone_to_owned()?);
         let null = File::open("/dev/null")?;
         rustix::stdio::dup2_stdin(&null)?;
         rustix::stdio::dup2_stdout(io::stderr())?;
-        let input: Input = if mode == Mode::Pipes && is_fifo(&input) {
+        let input: Input = if is_fifo(&input) {
             Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(input))?)
         } else {
             Box::new(tokio::fs::File::from_std(input))
         };
-        let output: Output = if mode == Mode::Pipes && is_fifo(&output) {
+        let output: Output = if is_fifo(&output) {
             Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(output))?)
         } else {
             Box::new(tokio::fs::File::from_std(output))
@@ -98,11 +88,11 @@ mod imp {
     use std::future::Future;
     use std::io::{self, Write as _};
 
-    use super::{Input, Mode, Output};
+    use super::{Input, Output};
 
     /// Takes tokio's stdin and stdout (both on the blocking pool: Windows
     /// pipes given as standard handles are synchronous).
-    pub(crate) fn take(_mode: Mode) -> io::Result<(Input, Output)> {
+    pub(crate) fn take() -> io::Result<(Input, Output)> {
         io::stdout().flush()?;
         Ok((Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout())))
     }
@@ -135,9 +125,15 @@ mod imp {
 }
 
 /// Takes the process's stdin and stdout for the protocol (see the module
-/// docs for what each platform does to the standard streams).
-pub(crate) fn take(mode: Mode) -> io::Result<(Input, Output)> {
-    imp::take(mode)
+/// docs for what each platform does to the standard streams). The one read
+/// path of each platform is chosen here: on unix, pipes (as a host spawns a
+/// server) are read and written without blocking, so neither a pending read
+/// nor a stalled write holds a thread and shutting the runtime down never
+/// waits on them; anything else (a file, a terminal), and everything on
+/// Windows, whose standard handles are synchronous, goes through tokio's
+/// blocking pool.
+pub(crate) fn take() -> io::Result<(Input, Output)> {
+    imp::take()
 }
 
 /// Resolves to the number of the first signal that ends the input:

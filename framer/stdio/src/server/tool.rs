@@ -1,6 +1,7 @@
 //! What a tool handler sees and returns: the [`Call`] context, the
 //! [`ToolResult`], the [`RpcError`], and the [`Tool`] description.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -147,6 +148,40 @@ impl From<Cancelled> for RpcError {
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<ToolResult, RpcError>> + Send>>;
 /// A type-erased tool handler.
 pub(crate) type Handler = Arc<dyn Fn(Call) -> HandlerFuture + Send + Sync>;
+
+/// The tools a server serves, in the order they were added, by name.
+#[derive(Default)]
+pub(crate) struct Tools {
+    list: Vec<(Tool, Arc<str>, Handler)>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Tools {
+    /// Adds `tool`; one of the same name is replaced, in its place.
+    pub(crate) fn insert(&mut self, tool: Tool, handler: Handler) {
+        let name: Arc<str> = Arc::from(tool.name.as_str());
+        match self.by_name.get(&tool.name) {
+            Some(&i) => self.list[i] = (tool, name, handler),
+            None => {
+                self.by_name.insert(tool.name.clone(), self.list.len());
+                self.list.push((tool, name, handler));
+            }
+        }
+    }
+
+    /// The tool's name, handler, and whether it declares an output schema.
+    pub(crate) fn handler(&self, name: &str) -> Option<(Arc<str>, Handler, bool)> {
+        self.by_name.get(name).map(|&i| {
+            let (tool, name, handler) = &self.list[i];
+            (Arc::clone(name), Arc::clone(handler), tool.output_schema.is_some())
+        })
+    }
+
+    /// The tools' descriptions, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.list.iter().map(|(tool, _, _)| tool)
+    }
+}
 
 /// A tool as `tools/list` describes it.
 #[derive(Clone, Debug, Serialize)]

@@ -1,6 +1,7 @@
-//! The raw server transport: the serve loop's stdin and stdout without its
-//! dispatcher, for another SDK's server (an rmcp adapter brings its own
-//! request handling).
+//! The raw server transport: the [stdin loop](super::stdin) and the stdout
+//! writer with no dispatcher on them, for another SDK's server (an rmcp
+//! adapter brings its own request handling). [`Server`](super::Server) is
+//! the dispatcher this crate puts on the same two pieces.
 
 use std::fmt;
 use std::future::Future;
@@ -9,19 +10,20 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
-use super::ServerConfig;
+use super::config::ServerConfig;
 use super::report::{Counters, ServeReport};
-use super::screen::{Screened, screen};
-use super::stdio::{self, Mode};
-use super::writer::{Outbox, encode_error, run_writer};
+use super::stdin::{Route, Routed, read_stdin, signal_name};
+use super::stdio;
+use super::writer::{Outbox, run_writer};
 use crate::bound::{ByteBound, Held};
 use crate::counter::bump;
-use mcp_framer::{Framer, Stats};
-use mcp_framer_jsonrpc::{Encoder, ErrorObject, Kind, OwnedId};
+use crate::head::Head;
+use mcp_framer::Stats;
+use mcp_framer_jsonrpc::{Encoder, ErrorObject, Kind, Message, OwnedId};
 
 /// Starts a raw server transport on `input` and `output`: the stdin loop
 /// and the stdout writer of [`Server::serve`](super::Server::serve), without
@@ -30,7 +32,7 @@ use mcp_framer_jsonrpc::{Encoder, ErrorObject, Kind, OwnedId};
 ///
 /// What it does, as the serve loop does:
 ///
-/// * stdin is read straight into the [`Framer`] under
+/// * stdin is read straight into the [`Framer`](mcp_framer::Framer) under
 ///   [`ServerConfig::framer`] (the byte limit on requests);
 /// * a frame that is not a JSON-RPC message (malformed JSON, not UTF-8, a
 ///   batch...) is answered by the transport with -32700 or -32600 and the
@@ -92,16 +94,15 @@ where
     let (tx, rx) = mpsc::unbounded_channel();
     let (signal_tx, signal) = watch::channel(None);
     let stats = Arc::new(Mutex::new(Stats::default()));
-    let stdin = StdinLoop {
+    let forwarder = Forwarder { tx, waiting: ByteBound::new(config.framer.max_frame) };
+    let stdin = StdinTask {
         config,
         outbox: outbox.clone(),
         counters: Arc::clone(&counters),
-        tx,
-        waiting: ByteBound::new(config.framer.max_frame),
         stats: Arc::clone(&stats),
         signal: signal_tx,
     };
-    let reader = tokio::spawn(stdin.run(input, shutdown)).abort_handle();
+    let reader = tokio::spawn(stdin.run(input, forwarder, shutdown)).abort_handle();
     let outgoing = Outgoing {
         outbox,
         writer: Arc::new(Mutex::new(Some(writer))),
@@ -129,15 +130,17 @@ where
 /// runtime to drop.
 pub fn stdio_transport(config: ServerConfig) -> io::Result<(Outgoing, Incoming)> {
     let shutdown = stdio::shutdown_signals()?;
-    let (input, output) = stdio::take(Mode::Pipes)?;
+    let (input, output) = stdio::take()?;
     Ok(transport(input, output, config, shutdown))
 }
 
 /// A message the transport read, classified, owning its frame (without its
-/// `\n`). Its bytes count against the bound of frames waiting for the SDK
-/// until it is dropped.
+/// `\n`): its routing fields were parsed once, by the transport, and are
+/// kept beside the frame, so an SDK never parses a frame to route it. Its
+/// bytes count against the bound of frames waiting for the SDK until it is
+/// dropped.
 pub struct IncomingFrame {
-    kind: Kind,
+    head: Head,
     frame: Vec<u8>,
     _waiting: Option<Held>,
 }
@@ -146,7 +149,23 @@ impl IncomingFrame {
     /// Request, notification, response or error response, as the parser
     /// found it.
     pub fn kind(&self) -> Kind {
-        self.kind
+        self.head.kind
+    }
+
+    /// The id (requests and responses; error responses unless `null`).
+    pub fn id(&self) -> Option<&OwnedId> {
+        self.head.id.as_ref()
+    }
+
+    /// The method (requests and notifications).
+    pub fn method(&self) -> Option<&str> {
+        self.head.method(&self.frame)
+    }
+
+    /// The payload's raw JSON text (`params`, `result` or `error`), a slice
+    /// of the frame; `None` when there is none.
+    pub fn payload(&self) -> Option<&str> {
+        self.head.payload(&self.frame)
     }
 
     /// The frame, a valid JSON-RPC message.
@@ -157,7 +176,12 @@ impl IncomingFrame {
 
 impl fmt::Debug for IncomingFrame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IncomingFrame").field("kind", &self.kind).field("len", &self.frame.len()).finish()
+        f.debug_struct("IncomingFrame")
+            .field("kind", &self.head.kind)
+            .field("id", &self.head.id)
+            .field("method", &self.method())
+            .field("len", &self.frame.len())
+            .finish()
     }
 }
 
@@ -207,7 +231,7 @@ impl Outgoing {
     /// The encoder of what this transport sends, with
     /// [`ServerConfig::max_send`] as its limit.
     pub fn encoder(&self) -> Encoder {
-        Encoder::new(self.outbox.max_send())
+        self.outbox.encoder()
     }
 
     /// Queues `frame` (one message and its `\n`, as the
@@ -228,7 +252,7 @@ impl Outgoing {
     /// so, and when the id alone is too large that goes with a `null` id and
     /// names an excerpt of the id.
     pub fn error_frame(&self, id: Option<&OwnedId>, error: &ErrorObject) -> Vec<u8> {
-        encode_error(id, error, self.outbox.max_send())
+        self.outbox.error_frame(id, error)
     }
 
     /// Queues the frame in `pending`, a reply of the SDK's own (the answer
@@ -311,139 +335,68 @@ impl Outgoing {
 impl fmt::Debug for Outgoing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Outgoing")
-            .field("max_send", &self.outbox.max_send())
+            .field("max_send", &self.outbox.encoder().max_frame())
             .field("pending", &self.outbox.pending())
             .finish()
     }
 }
 
-/// The stdin task's state.
-struct StdinLoop {
+/// The raw transport's [`Route`]: every message goes to the SDK, in a
+/// backlog bounded by bytes.
+struct Forwarder {
+    tx: mpsc::UnboundedSender<IncomingFrame>,
+    /// The bytes of the frames waiting for the SDK: one transport limit (a
+    /// larger frame waits alone).
+    waiting: ByteBound,
+}
+
+impl Route for Forwarder {
+    type Forward = IncomingFrame;
+
+    fn route(&mut self, frame: &[u8], message: Message<'_>) -> Routed<IncomingFrame> {
+        Routed::Forward(IncomingFrame { head: Head::new(0, frame, &message), frame: frame.to_vec(), _waiting: None })
+    }
+
+    async fn forward(&mut self, mut message: IncomingFrame) -> bool {
+        let Some(held) = self.waiting.acquire(message.frame.len()).await else { return false };
+        message._waiting = Some(held);
+        self.tx.send(message).is_ok()
+    }
+}
+
+/// The raw transport's stdin task: the stdin loop, then the end of the
+/// messages for the SDK, then the wait for a signal after the end of stdin.
+struct StdinTask {
     config: ServerConfig,
     outbox: Outbox,
     counters: Arc<Counters>,
-    tx: mpsc::UnboundedSender<IncomingFrame>,
-    /// The bytes of the frames waiting for the SDK.
-    waiting: ByteBound,
+    /// The framer's byte accounting, once stdin has ended.
     stats: Arc<Mutex<Stats>>,
     /// The shutdown signal, once one arrived (also after the end of stdin).
     signal: watch::Sender<Option<i32>>,
 }
 
-/// What the stdin task does with one screened event.
-enum Step {
-    Deliver(IncomingFrame),
-    Reply(Vec<u8>),
-}
-
-impl StdinLoop {
-    async fn run<R: AsyncRead + Unpin, S: Future<Output = i32>>(self, mut input: R, shutdown: S) {
-        let mut framer = Framer::new(self.config.framer);
+impl StdinTask {
+    async fn run<R, S>(self, input: R, mut forwarder: Forwarder, shutdown: S)
+    where
+        R: AsyncRead + Unpin,
+        S: Future<Output = i32>,
+    {
         let mut shutdown = pin!(shutdown);
-        let (max_frame, max_send) = (self.config.framer.max_frame, self.config.max_send);
-        'read: loop {
-            let read = tokio::select! {
-                biased;
-                number = &mut shutdown => {
-                    tracing::warn!(signal = number, "signal received: treated as the end of stdin");
-                    self.signal.send_replace(Some(number));
-                    break 'read;
-                }
-                read = input.read(framer.spare()) => read,
-            };
-            match read {
-                Ok(0) => framer.finish(),
-                Ok(n) => framer.commit(n),
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(err) => {
-                    tracing::error!(%err, "stdin read failed; treated as the end of stdin");
-                    break;
-                }
-            }
-            loop {
-                let step = match framer.next_event() {
-                    Ok(Some(event)) => match screen(event, max_frame, max_send, &self.counters) {
-                        Screened::Message(frame, message) => {
-                            let kind = message.kind();
-                            bump(match kind {
-                                Kind::Notification => &self.counters.notifications,
-                                Kind::Request => &self.counters.requests,
-                                _ => &self.counters.unexpected_responses,
-                            });
-                            Step::Deliver(IncomingFrame { kind, frame: frame.to_vec(), _waiting: None })
-                        }
-                        Screened::Reply(reply) => Step::Reply(reply),
-                        Screened::Skip => continue,
-                    },
-                    Ok(None) => break,
-                    Err(err) => {
-                        tracing::error!(%err, "transport limit exceeded under OversizePolicy::Fail; end of stdin");
-                        break 'read;
-                    }
-                };
-                match step {
-                    Step::Deliver(mut message) => {
-                        let len = message.frame.len();
-                        let held = tokio::select! {
-                            biased;
-                            number = &mut shutdown => {
-                                tracing::warn!(signal = number, "signal received: treated as the end of stdin");
-                                self.signal.send_replace(Some(number));
-                                break 'read;
-                            }
-                            held = self.waiting.acquire(len) => held,
-                        };
-                        message._waiting = held;
-                        if self.tx.send(message).is_err() {
-                            tracing::debug!("the SDK stopped taking messages; stdin is no longer read");
-                            break 'read;
-                        }
-                    }
-                    Step::Reply(reply) => {
-                        let len = reply.len();
-                        let room = match self.outbox.try_reserve_control(len) {
-                            Some(room) => Some(room),
-                            None => {
-                                bump(&self.counters.stdin_pauses);
-                                tracing::debug!(
-                                    bytes = len,
-                                    "reply backlog full (host not draining stdout); pausing stdin"
-                                );
-                                tokio::select! {
-                                    biased;
-                                    number = &mut shutdown => {
-                                        tracing::warn!(signal = number, "signal received: treated as the end of stdin");
-                                        self.signal.send_replace(Some(number));
-                                        // The reply still goes out if stdout allows (one frame over the budget).
-                                        self.outbox.push(reply, None, None);
-                                        break 'read;
-                                    }
-                                    room = self.outbox.reserve_control(len) => room,
-                                }
-                            }
-                        };
-                        match room {
-                            Some(room) => self.outbox.push(reply, Some(room), None),
-                            None => self.outbox.dropped(len),
-                        }
-                    }
-                }
-            }
-            if framer.is_finished() {
-                tracing::info!("stdin closed");
-                break;
-            }
-        }
-        *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = *framer.stats();
-        let report = self.counters.report(*framer.stats());
-        tracing::debug!(?report, "stdin loop done");
-        let StdinLoop { tx, signal, .. } = self;
+        let ended =
+            read_stdin(input, self.config.framer, &self.outbox, &self.counters, &mut forwarder, shutdown.as_mut())
+                .await;
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = ended.stats;
         // The SDK sees the end of its messages now; a signal may still come.
-        drop(tx);
-        if signal.borrow().is_none() {
-            let number = shutdown.await;
-            tracing::warn!(signal = number, "signal received after the end of stdin");
-            signal.send_replace(Some(number));
-        }
+        drop(forwarder);
+        let number = match ended.signal {
+            Some(number) => number,
+            None => {
+                let number = shutdown.await;
+                tracing::warn!(signal = signal_name(number), "signal received after the end of stdin");
+                number
+            }
+        };
+        self.signal.send_replace(Some(number));
     }
 }

@@ -10,7 +10,8 @@
 //!   whole frame or nothing.
 //! * Frames are written by [`mcp_framer_jsonrpc::Encoder`]: one line
 //!   whatever a raw value holds (its newline rule), never over the response
-//!   limit — error replies included ([`encode_error`]).
+//!   limit — error replies included ([`Outbox::error_frame`]). The
+//!   [`Outbox`] holds that limit: whoever sends asks it for the encoder.
 //! * Frames are written in the order they were queued. The queue is bounded
 //!   in bytes by two budgets (the crate's byte bound; a frame larger than a
 //!   budget is admitted alone):
@@ -32,12 +33,13 @@ use serde::Serialize;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use tokio_util::sync::CancellationToken;
+
 use super::report::Counters;
-use super::tool::RpcError;
 use crate::bound::{ByteBound, Held};
 use crate::counter::{add, bump};
 use crate::preview::excerpt;
-use mcp_framer_jsonrpc::{Encoder, OwnedId};
+use mcp_framer_jsonrpc::{Encoder, ErrorObject, OwnedId};
 
 /// A frame for an error response (`id: null` when `id` is `None`), never
 /// over `max` bytes. An error whose frame is over `max` (a handler's huge
@@ -45,16 +47,16 @@ use mcp_framer_jsonrpc::{Encoder, OwnedId};
 /// request still gets its answer; if even that is over `max` (the id itself
 /// is huge), the short error goes with a `null` id and names an excerpt of
 /// the id in its message.
-pub(crate) fn encode_error(id: Option<&OwnedId>, error: &RpcError, max: usize) -> Vec<u8> {
+fn encode_error(id: Option<&OwnedId>, error: &ErrorObject, max: usize) -> Vec<u8> {
     let encoder = Encoder::new(max);
     encoder.error_response(id, error).unwrap_or_else(|err| {
         tracing::error!(id = ?id.map(|id| excerpt(&id.to_string()).into_owned()), code = error.code, %err,
             "error response too large; sending a short one");
-        let short = RpcError::internal(format!("error {} not sent: {err}", error.code));
+        let short = ErrorObject::internal(format!("error {} not sent: {err}", error.code));
         encoder.error_response(id, &short).unwrap_or_else(|_| {
             let id = id.map(|id| id.to_string()).unwrap_or_default();
             let short =
-                RpcError::internal(format!("error {} for request id {} not sent: {err}", error.code, excerpt(&id)));
+                ErrorObject::internal(format!("error {} for request id {} not sent: {err}", error.code, excerpt(&id)));
             // A null id and a message of bounded length: over `max` only for
             // a limit below about 200 bytes, which no peer uses.
             Encoder::unlimited().error_response(None, &short).expect("an error object without data always serializes")
@@ -64,21 +66,21 @@ pub(crate) fn encode_error(id: Option<&OwnedId>, error: &RpcError, max: usize) -
 
 /// What the writer is sent.
 pub(crate) enum Msg {
-    Frame(Outgoing),
+    Frame(QueuedFrame),
     /// Flush and stop.
     Close,
 }
 
 /// A whole frame on its way to stdout. Dropping it (written or not) releases
 /// its room in the queue and runs its `done` hook.
-pub(crate) struct Outgoing {
+pub(crate) struct QueuedFrame {
     bytes: Vec<u8>,
     _room: Option<Held>,
     done: Option<Box<dyn FnOnce() + Send>>,
     pending: Arc<AtomicU64>,
 }
 
-impl Drop for Outgoing {
+impl Drop for QueuedFrame {
     fn drop(&mut self) {
         self.pending.fetch_sub(1, Relaxed);
         if let Some(done) = self.done.take() {
@@ -93,15 +95,18 @@ pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Msg>,
     results: ByteBound,
     control: ByteBound,
-    max_send: usize,
+    encoder: Encoder,
     pending: Arc<AtomicU64>,
     counters: Arc<Counters>,
+    /// Cancelled when the writer stops (closed, or stdout failed).
+    stopped: CancellationToken,
 }
 
 /// The writer's end of an [`Outbox`].
 pub(crate) struct Inbox {
     rx: mpsc::UnboundedReceiver<Msg>,
     bounds: [ByteBound; 2],
+    stopped: CancellationToken,
 }
 
 impl Outbox {
@@ -117,12 +122,36 @@ impl Outbox {
         let (results, control) = (ByteBound::new(results_bytes), ByteBound::new(control_bytes));
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicU64::new(0));
-        let inbox = Inbox { rx, bounds: [results.clone(), control.clone()] };
-        (Outbox { tx, results, control, max_send, pending, counters }, inbox)
+        let stopped = CancellationToken::new();
+        let inbox = Inbox { rx, bounds: [results.clone(), control.clone()], stopped: stopped.clone() };
+        let encoder = Encoder::new(max_send);
+        (Outbox { tx, results, control, encoder, pending, counters, stopped }, inbox)
     }
 
-    pub(crate) fn max_send(&self) -> usize {
-        self.max_send
+    /// The encoder of every frame sent: its limit is the send limit.
+    pub(crate) fn encoder(&self) -> Encoder {
+        self.encoder
+    }
+
+    /// A frame for an error response (`id: null` when `id` is `None`),
+    /// never over the send limit. An error whose frame is over it (a
+    /// handler's huge message or `data`) is replaced by a short -32603
+    /// saying so, so the request still gets its answer; if even that is over
+    /// the limit (the id itself is huge), the short error goes with a `null`
+    /// id and names an excerpt of the id in its message.
+    pub(crate) fn error_frame(&self, id: Option<&OwnedId>, error: &ErrorObject) -> Vec<u8> {
+        encode_error(id, error, self.encoder.max_frame())
+    }
+
+    /// A frame for the response to `id` with `result`, or, when that is over
+    /// the send limit, the -32603 error frame saying so.
+    pub(crate) fn response_frame(&self, id: &OwnedId, result: &impl Serialize) -> Vec<u8> {
+        self.encoder.response(id, result).unwrap_or_else(|err| self.error_frame(Some(id), &ErrorObject::internal(err)))
+    }
+
+    /// Resolves once the writer has stopped: closed, or stdout failed.
+    pub(crate) async fn stopped(&self) {
+        self.stopped.cancelled().await
     }
 
     /// Frames queued and not yet written.
@@ -142,6 +171,11 @@ impl Outbox {
         self.control.try_acquire(len)
     }
 
+    /// The size of the control budget, in bytes.
+    pub(crate) fn control_budget(&self) -> usize {
+        self.control.max()
+    }
+
     /// Waits for room in the control budget; `None` once stdout is gone.
     /// Cancel-safe.
     pub(crate) async fn reserve_control(&self, len: usize) -> Option<Held> {
@@ -153,7 +187,7 @@ impl Outbox {
     /// is written (or dropped because stdout is gone).
     pub(crate) fn push(&self, bytes: Vec<u8>, room: Option<Held>, done: Option<Box<dyn FnOnce() + Send>>) {
         self.pending.fetch_add(1, Relaxed);
-        let frame = Outgoing { bytes, _room: room, done, pending: Arc::clone(&self.pending) };
+        let frame = QueuedFrame { bytes, _room: room, done, pending: Arc::clone(&self.pending) };
         if self.tx.send(Msg::Frame(frame)).is_err() {
             // The writer is gone; the frame is dropped.
             bump(&self.counters.replies_dropped);
@@ -168,7 +202,7 @@ impl Outbox {
 
     /// Serializes and queues a notification, waiting for room.
     pub(crate) async fn notify(&self, method: &str, params: &impl Serialize) -> bool {
-        let bytes = match Encoder::new(self.max_send).notification(method, params) {
+        let bytes = match self.encoder.notification(method, params) {
             Ok(bytes) => bytes,
             Err(err) => {
                 tracing::warn!(method, %err, "notification not sent");
@@ -215,6 +249,7 @@ pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
         bound.close();
     }
     inbox.rx.close();
+    inbox.stopped.cancel();
     result
 }
 
@@ -225,14 +260,14 @@ mod tests {
     #[test]
     fn error_frames_never_exceed_the_limit() {
         let max = 300;
-        let huge = RpcError::internal("m".repeat(1000));
+        let huge = ErrorObject::internal("m".repeat(1000));
         let frame = encode_error(Some(&OwnedId::Number(7)), &huge, max);
         assert!(frame.len() - 1 <= max, "{}", String::from_utf8_lossy(&frame));
         assert!(frame.starts_with(br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603"#));
         // An id too large to echo: the answer goes with a null id and names
         // an excerpt of it.
         let id = OwnedId::from("i".repeat(400));
-        let frame = encode_error(Some(&id), &RpcError::standard(-32601), max);
+        let frame = encode_error(Some(&id), &ErrorObject::standard(-32601), max);
         let text = String::from_utf8(frame).unwrap();
         assert!(text.len() - 1 <= max, "{text}");
         assert!(text.starts_with(r#"{"jsonrpc":"2.0","id":null,"#), "{text}");
