@@ -1,12 +1,12 @@
 //! The error codes, with their standard messages, and the error object that
-//! carries them: defined here once for the host and the server.
+//! carries them: defined here once for the host and the server. JSON-RPC's
+//! own codes, MCP's (-32020 to -32099 are the MCP specification's), and this
+//! project's local ones.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::ParseError;
 
 /// JSON-RPC's code for a frame that is not valid JSON (or not UTF-8).
 pub const PARSE_ERROR: i64 = -32700;
@@ -20,6 +20,18 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC's code for an internal error (a handler panicked, a result could
 /// not be sent, an error object could not be read).
 pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP's code (2026-07-28) for a Streamable HTTP request whose headers
+/// contradict its body. Defined for completeness: stdio has no headers.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP's code (2026-07-28) for a request that needs a client capability the
+/// request's `io.modelcontextprotocol/clientCapabilities` did not declare;
+/// `data.requiredCapabilities` lists the missing ones.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// MCP's code (2026-07-28) for a request whose protocol version the server
+/// does not serve; `data` is `{"supported": [...], "requested": "..."}`
+/// ([`protocol::unsupported_version`](crate::protocol::unsupported_version)
+/// builds it).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// The code a peer answers a request with when it is overloaded and drops
 /// the request (the server's request queue is full; the host's inbound queue
 /// is full under the `Reject` policy). -32000 is the first of JSON-RPC's
@@ -60,12 +72,15 @@ pub const CONNECTION_CLOSED: i64 = -32012;
 /// assert_eq!(standard_message(-32601), Some("Method not found"));
 /// assert_eq!(standard_message(-32099), None);
 /// ```
-pub const ERROR_CODES: [(i64, &str); 9] = [
+pub const ERROR_CODES: [(i64, &str); 12] = [
     (PARSE_ERROR, "Parse error"),
     (INVALID_REQUEST, "Invalid Request"),
     (METHOD_NOT_FOUND, "Method not found"),
     (INVALID_PARAMS, "Invalid params"),
     (INTERNAL_ERROR, "Internal error"),
+    (HEADER_MISMATCH, "Header mismatch"),
+    (MISSING_REQUIRED_CLIENT_CAPABILITY, "Missing required client capability"),
+    (UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version"),
     (OVERLOADED, "Overloaded"),
     (RESPONSE_TOO_LARGE, "Response too large"),
     (INVALID_RESPONSE, "Invalid response"),
@@ -137,15 +152,6 @@ impl ErrorObject {
     pub fn with_data(mut self, data: Value) -> ErrorObject {
         self.data = Some(data);
         self
-    }
-}
-
-/// The answer to a frame [`parse`](crate::parse) refused: its code
-/// ([`PARSE_ERROR`] or [`INVALID_REQUEST`]) and the error's text as the
-/// message. (Answer it to [`ParseError::id`].)
-impl From<&ParseError> for ErrorObject {
-    fn from(error: &ParseError) -> ErrorObject {
-        ErrorObject::new(error.code(), error.to_string())
     }
 }
 

@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::OwnedId;
-use crate::codes::{INVALID_REQUEST, PARSE_ERROR};
+use crate::codes::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
+use crate::id::OwnedId;
 
 /// The class of an [`ParseError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,3 +125,12 @@ impl fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
+
+/// The answer to a frame [`parse`](crate::parse) refused: its code
+/// ([`PARSE_ERROR`] or [`INVALID_REQUEST`]) and the error's text as the
+/// message. (Answer it to [`ParseError::id`].)
+impl From<&ParseError> for ErrorObject {
+    fn from(error: &ParseError) -> ErrorObject {
+        ErrorObject::new(error.code(), error.to_string())
+    }
+}

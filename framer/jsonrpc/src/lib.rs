@@ -10,6 +10,9 @@
 //!   ([`ERROR_CODES`]), and the one [`ErrorObject`] type both sides send and
 //!   read.
 //! - **Ids**: [`Id`] / [`OwnedId`], a string or an `i64`.
+//! - **MCP**: [`protocol`], the vocabulary both sides share: the protocol
+//!   versions, the eras, the per-request `_meta` rules of 2026-07-28 and the
+//!   `initialize` negotiation.
 //! - **Recovery**: [`recover_response_id`] tells, from a bounded head and
 //!   tail of a response too large to read, which request it answered, or
 //!   says it cannot be told safely.
@@ -101,13 +104,15 @@ mod error;
 mod id;
 mod message;
 mod parse;
+pub mod protocol;
 mod raw;
 mod recover;
 mod scan;
 
 pub use codes::{
-    CONNECTION_CLOSED, ERROR_CODES, ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, INVALID_RESPONSE,
-    METHOD_NOT_FOUND, OVERLOADED, PARSE_ERROR, RESPONSE_TOO_LARGE, standard_message,
+    CONNECTION_CLOSED, ERROR_CODES, ErrorObject, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    INVALID_RESPONSE, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, OVERLOADED, PARSE_ERROR,
+    RESPONSE_TOO_LARGE, UNSUPPORTED_PROTOCOL_VERSION, standard_message,
 };
 pub use encode::{EncodeError, Encoder};
 pub use error::{ParseError, ParseErrorKind};

@@ -51,7 +51,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
     pub(crate) slow: Option<ToolSpec>,
     /// The protocol version offered in `initialize` (legacy era).
-    #[arg(long, default_value = "2025-11-25")]
+    #[arg(long, default_value = mcp_framer_jsonrpc::protocol::NEWEST_LEGACY)]
     pub(crate) protocol_version: String,
     /// How long `initialize` may take to be answered.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]

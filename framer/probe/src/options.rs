@@ -152,7 +152,7 @@ impl Options {
             skip: Vec::new(),
             large: None,
             slow: None,
-            protocol_version: "2025-11-25".to_owned(),
+            protocol_version: mcp_framer_jsonrpc::protocol::NEWEST_LEGACY.to_owned(),
             era: None,
             fail_on: FailOn::Fail,
             quiet: true,

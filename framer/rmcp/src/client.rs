@@ -56,8 +56,8 @@ pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
 /// before any parse; a reader task that never stops draining stdout, with a
 /// queue bounded by bytes and an overload policy; stderr drained into a
 /// bounded tail; writes with stall detection; on [`close`](Transport::close)
-/// stdin closed, then SIGTERM and SIGKILL to the server's process tree (a
-/// process group on unix, a Job Object on Windows); on `Drop`, a kill of the
+/// the host's shutdown sequence ([`Connection::shutdown`]) over the server's
+/// process tree ([`SessionConfig::process_tree`]); on `Drop`, a kill of the
 /// tree that needs no running runtime; the metrics. A response to a request
 /// rmcp sent is never dropped to make room, whatever the overload policy.
 /// This type only translates, and makes sure no call waits forever for an
@@ -199,11 +199,10 @@ impl ChildProcess {
         ChildProcessHandle { connection: Arc::clone(&self.connection), counters: Arc::clone(&self.counters) }
     }
 
-    /// Stops the child as `TokioChildProcess::graceful_shutdown` does, over
-    /// its process tree: stdin closed, wait, SIGTERM, wait, SIGKILL (on
-    /// Windows: stdin closed, wait, the job terminated; waits per
-    /// [`SessionConfig::shutdown`]). An error only if the child outlived the
-    /// last wait.
+    /// Stops the child as `TokioChildProcess::graceful_shutdown` does, but
+    /// over its process tree: the host's shutdown sequence
+    /// ([`Connection::shutdown`], waits per [`SessionConfig::shutdown`]). An
+    /// error only if the child outlived the last wait.
     pub async fn graceful_shutdown(&mut self) -> io::Result<()> {
         shutdown_result(self.connection.shutdown().await)
     }
@@ -459,8 +458,8 @@ impl ChildProcessHandle {
         self.closed().and_then(|closed| closed.exit_status())
     }
 
-    /// Stops the child: stdin closed, SIGTERM, SIGKILL, over its process
-    /// tree ([`Connection::shutdown`]). rmcp's service then sees the end of
+    /// Stops the child and its process tree with the host's shutdown sequence
+    /// ([`Connection::shutdown`]). rmcp's service then sees the end of
     /// input.
     pub async fn shutdown(&self) -> ShutdownReport {
         self.connection.shutdown().await

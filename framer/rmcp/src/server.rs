@@ -614,7 +614,8 @@ mod tests {
         });
         let mut host = Host { to_server, from_server: BufReader::new(from_server).lines() };
         host.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+            "protocolVersion": mcp_framer_jsonrpc::protocol::NEWEST_LEGACY, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}}))
             .await;
         assert!(host.line().await.contains(r#""id":0,"result""#));
         host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;

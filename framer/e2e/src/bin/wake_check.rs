@@ -26,6 +26,7 @@
 use std::time::Duration;
 
 use clap::Parser;
+use mcp_framer_jsonrpc::protocol::NEWEST_LEGACY;
 use mcp_framer_stdio::host::{MetricsSnapshot, RequestError, Session, SessionConfig};
 use serde_json::{Value, json};
 
@@ -103,7 +104,7 @@ async fn run(args: &Args) -> Seen {
     let mut seen = Seen::default();
     if args.initialize {
         let hello = json!({
-            "protocolVersion": "2025-11-25",
+            "protocolVersion": NEWEST_LEGACY,
             "capabilities": {},
             "clientInfo": {"name": "wake_check", "version": "0.0.0"},
         });

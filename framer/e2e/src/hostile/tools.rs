@@ -4,13 +4,13 @@ use std::io::{self, Write};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
+use mcp_framer_jsonrpc::protocol::NEWEST_LEGACY;
 use serde_json::{Map, Value, json};
 
 use super::protocol::{RpcError, encode, pad_to, response, text_result};
 use super::report;
 use super::server::{Cancel, Out, Server, as_u64, log, micros};
 
-const PROTOCOL_VERSION: &str = "2025-11-25";
 /// Upper bound for any size argument, to keep typos from exhausting memory.
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -617,7 +617,7 @@ fn call_tool(server: &Server, id: &Value, params: Option<Value>, cancel: &Cancel
 pub(super) fn handle_request(server: &Server, id: &Value, method: &str, params: Option<Value>, cancel: &Cancel) {
     let outcome = match method {
         "initialize" => Ok(json!({
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": NEWEST_LEGACY,
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "hostile-server", "version": env!("CARGO_PKG_VERSION")},
         })),

@@ -46,6 +46,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mcp_framer_jsonrpc::protocol::{META_SERVER_INFO, MODERN_VERSIONS, NEWEST, VERSIONS, negotiate};
 use serde_json::{Value, json};
 
 /// The fixture's switches.
@@ -347,25 +348,22 @@ fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<Atomic
     match method {
         "server/discover" if args.legacy_only => out.error(&id, -32601, "Method not found: server/discover"),
         "server/discover" => {
-            let versions: &[&str] =
-                if args.modern_only { &["2026-07-28"] } else { &["2026-07-28", "2025-11-25", "2025-06-18"] };
+            let versions = if args.modern_only { MODERN_VERSIONS } else { VERSIONS };
             out.result(
                 &id,
                 json!({
                     "resultType": "complete",
                     "supportedVersions": versions,
                     "capabilities": {"tools": {"listChanged": false}},
-                    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "probe_fixture", "version": "1.0.0"}},
+                    "_meta": {META_SERVER_INFO: {"name": "probe_fixture", "version": "1.0.0"}},
                 }),
             );
         }
         "initialize" | "ping" if args.modern_only => {
-            out.error(&id, -32601, &format!("Method not found: {method} (this server speaks 2026-07-28 only)"))
+            out.error(&id, -32601, &format!("Method not found: {method} (this server speaks {NEWEST} only)"))
         }
         "initialize" => {
-            let offered = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
-            let known = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-            let version = if known.contains(&offered) { offered } else { "2025-11-25" };
+            let version = negotiate(params.get("protocolVersion").and_then(Value::as_str));
             out.result(
                 &id,
                 json!({

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 
+use mcp_framer_jsonrpc::protocol::{NEWEST, VERSIONS};
 use mcp_framer_stdio::host::Era;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -12,9 +13,6 @@ use tokio::time::Instant;
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::{Started, Target};
-
-/// Protocol versions the MCP specification has published.
-pub(crate) const KNOWN_VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let args = &target.limits;
@@ -53,13 +51,13 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let version = opened.protocol_version.as_str();
     result.measure("protocol_version", version);
     let offered = match opened.era {
-        Era::Modern => mcp_framer_stdio::host::MODERN_VERSION,
+        Era::Modern => NEWEST,
         Era::Legacy => target.options.protocol_version.as_str(),
     };
-    if !KNOWN_VERSIONS.contains(&version) {
+    if !VERSIONS.contains(&version) {
         result.note(
             Verdict::Warn,
-            format!("protocolVersion {version:?} is not a published MCP version ({})", KNOWN_VERSIONS.join(", ")),
+            format!("protocolVersion {version:?} is not a published MCP version ({})", VERSIONS.join(", ")),
         );
     } else if version == offered {
         result.info(format!("protocolVersion {version:?}, as asked"));

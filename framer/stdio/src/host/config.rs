@@ -24,6 +24,14 @@ pub const OVERLOADED_MESSAGE: &str = "host overloaded: request dropped, try agai
 /// The message of the "method not found" ([`METHOD_NOT_FOUND`](mcp_framer_jsonrpc::METHOD_NOT_FOUND))
 /// reply to a server request when the application dropped its inbound
 /// receiver: the host takes no server requests.
+///
+/// **The no-consumer rule.** Once the application has dropped its inbound
+/// receiver, each server request is answered -32601 with this message, and
+/// anything else the queue would have carried (notifications, responses
+/// nobody asked for) is dropped. Both count in
+/// [`unconsumed`](super::MetricsSnapshot::unconsumed), never as overload
+/// (see [`Overload`]); reports of skipped lines are not messages and are not
+/// counted there.
 pub const NO_CONSUMER_MESSAGE: &str = "this host takes no server requests";
 
 /// How a host session runs, at both layers: [`Connection`](super::Connection)
@@ -285,9 +293,7 @@ pub enum OverloadPolicy {
 /// consumer that keeps up, and a stalled one never holds the reader.
 ///
 /// A closed queue (the application dropped its receiver) is not an overload:
-/// a server request is answered "method not found" ([`NO_CONSUMER_MESSAGE`]),
-/// anything else is dropped, and both are counted in
-/// [`unconsumed`](super::MetricsSnapshot::unconsumed). Time spent waiting is
+/// [`NO_CONSUMER_MESSAGE`] states what happens then. Time spent waiting is
 /// counted in [`dispatch_wait`](super::MetricsSnapshot::dispatch_wait)
 /// (always zero by default); refused messages in
 /// [`overload_dropped`](super::MetricsSnapshot::overload_dropped) or

@@ -6,49 +6,21 @@
 //! depends on one error code.
 //!
 //! Built on [`Session`]'s public API only ([`Session::start`],
-//! [`Session::notify`]).
+//! [`Session::notify`]). The versions, eras, method names and `_meta` keys
+//! are [`mcp_framer_jsonrpc::protocol`]'s.
 
 use std::fmt;
 use std::time::Duration;
 
+use mcp_framer_jsonrpc::UNSUPPORTED_PROTOCOL_VERSION;
+pub use mcp_framer_jsonrpc::protocol::Era;
+use mcp_framer_jsonrpc::protocol::{
+    DISCOVER, INITIALIZE, INITIALIZED, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
+    META_SERVER_INFO, NEWEST, NEWEST_LEGACY,
+};
 use serde_json::{Value, json};
 
 use super::{Received, RequestError, Session};
-
-/// The newest modern (handshake-free) protocol version this module knows.
-pub const MODERN_VERSION: &str = "2026-07-28";
-
-/// The JSON-RPC error code of the 2026-07-28 revision's
-/// `UnsupportedProtocolVersionError`: a modern server that does not serve
-/// the requested version (its `data.supported` lists those it does).
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-
-/// The protocol era a server speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Era {
-    /// 2026-07-28 and later: no handshake; every request carries the
-    /// version and client capabilities in `_meta`.
-    Modern,
-    /// 2025-11-25 and earlier: `initialize`, then
-    /// `notifications/initialized`.
-    Legacy,
-}
-
-impl Era {
-    /// `"modern"` or `"legacy"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Era::Modern => "modern",
-            Era::Legacy => "legacy",
-        }
-    }
-}
-
-impl fmt::Display for Era {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Which era to try, and how.
 #[derive(Clone, Debug)]
@@ -58,9 +30,10 @@ pub struct HandshakeOptions {
     /// (the default). `Some(era)`: that era only, no fallback.
     pub era: Option<Era>,
     /// The modern version asked for in `server/discover`. Default
-    /// [`MODERN_VERSION`].
+    /// [`protocol::NEWEST`](mcp_framer_jsonrpc::protocol::NEWEST).
     pub modern_version: String,
-    /// The version offered in `initialize`. Default `2025-11-25`.
+    /// The version offered in `initialize`. Default
+    /// [`protocol::NEWEST_LEGACY`](mcp_framer_jsonrpc::protocol::NEWEST_LEGACY).
     pub legacy_version: String,
     /// How long `server/discover` may take before the server counts as
     /// legacy. Default 5 s.
@@ -77,8 +50,8 @@ impl Default for HandshakeOptions {
     fn default() -> HandshakeOptions {
         HandshakeOptions {
             era: None,
-            modern_version: MODERN_VERSION.to_owned(),
-            legacy_version: "2025-11-25".to_owned(),
+            modern_version: NEWEST.to_owned(),
+            legacy_version: NEWEST_LEGACY.to_owned(),
             discover_timeout: Duration::from_secs(5),
             initialize_timeout: Duration::from_secs(10),
             client_info: json!({ "name": "mcp-framer-stdio", "version": env!("CARGO_PKG_VERSION") }),
@@ -101,9 +74,9 @@ impl HandshakeOptions {
     /// The per-request `_meta` of the modern era for `version`.
     pub fn modern_meta(&self, version: &str) -> Value {
         json!({
-            "io.modelcontextprotocol/protocolVersion": version,
-            "io.modelcontextprotocol/clientInfo": self.client_info,
-            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+            META_PROTOCOL_VERSION: version,
+            META_CLIENT_INFO: self.client_info,
+            META_CLIENT_CAPABILITIES: self.capabilities,
         })
     }
 }
@@ -137,7 +110,7 @@ impl Handshaken {
     /// The server's identity: `serverInfo` (legacy) or
     /// `_meta["io.modelcontextprotocol/serverInfo"]` (modern).
     pub fn server_info(&self) -> Option<&Value> {
-        self.result.get("serverInfo").or_else(|| self.result.get("_meta")?.get("io.modelcontextprotocol/serverInfo"))
+        self.result.get("serverInfo").or_else(|| self.result.get("_meta")?.get(META_SERVER_INFO))
     }
 
     /// The server's capabilities.
@@ -222,19 +195,19 @@ fn strings(value: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Picks `wanted` if offered, else the newest offered modern version this
-/// side knows.
+/// Picks `wanted` if offered, else the newest offered modern version not
+/// newer than `wanted`.
 fn choose(offered: &[String], wanted: &str) -> Option<String> {
     if offered.iter().any(|v| v == wanted) {
         return Some(wanted.to_owned());
     }
-    offered.iter().filter(|v| v.as_str() >= MODERN_VERSION && v.as_str() <= wanted).max().cloned()
+    offered.iter().filter(|v| Era::of(v) == Era::Modern && v.as_str() <= wanted).max().cloned()
 }
 
 async fn discover(session: &Session, options: &HandshakeOptions, version: &str) -> Result<Probe, HandshakeError> {
     let meta = options.modern_meta(version);
     let params = json!({ "_meta": meta });
-    let pending = match session.start("server/discover", &params).await {
+    let pending = match session.start(DISCOVER, &params).await {
         Ok(pending) => pending,
         Err(e @ RequestError::Closed(_)) => return Err(HandshakeError::ClosedDuringDiscover(e)),
         Err(e) => return Ok(Probe::NotModern(format!("server/discover could not be sent: {e}"))),
@@ -287,7 +260,7 @@ async fn initialize(session: &Session, options: &HandshakeOptions) -> Result<Han
         "capabilities": options.capabilities,
         "clientInfo": options.client_info,
     });
-    let pending = session.start("initialize", &params).await.map_err(HandshakeError::Initialize)?;
+    let pending = session.start(INITIALIZE, &params).await.map_err(HandshakeError::Initialize)?;
     let response =
         pending.with_timeout(options.initialize_timeout).response().await.map_err(HandshakeError::Initialize)?;
     let result: Value = response.deserialize_payload().map_err(|e| HandshakeError::Malformed(e.to_string()))?;
@@ -295,7 +268,7 @@ async fn initialize(session: &Session, options: &HandshakeOptions) -> Result<Han
         return Err(HandshakeError::Malformed(format!("not an object: {}", response.payload().unwrap_or(""))));
     }
     let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_owned();
-    session.notify("notifications/initialized", &()).await.map_err(HandshakeError::Initialized)?;
+    session.notify(INITIALIZED, &()).await.map_err(HandshakeError::Initialized)?;
     Ok(Handshaken {
         era: Era::Legacy,
         offered_versions: vec![version.clone()],

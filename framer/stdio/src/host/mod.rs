@@ -65,19 +65,13 @@
 //!    at once, [`Session::closed`] says so, and the child is stopped by the
 //!    shutdown sequence ([`SessionConfig::shutdown`]).
 //! 4. **Without a consumer, the truth.** A host that dropped its inbound
-//!    receiver takes no server requests: each is answered -32601 (method not
-//!    found) with [`NO_CONSUMER_MESSAGE`]; notifications nobody receives are
-//!    dropped. Both count as [`unconsumed`](MetricsSnapshot::unconsumed),
-//!    never as overload.
+//!    receiver takes no server requests: the rule is stated on
+//!    [`NO_CONSUMER_MESSAGE`].
 //! 5. **Nothing is lost to a consumer that keeps up; the reader never waits
-//!    on the application for long.** The queue is bounded by bytes by default
-//!    ([`Overload::max_queued_bytes`], 64 MiB, counting each item's frame and
-//!    [`ITEM_OVERHEAD`]). Past half the bound the reader
-//!    yields to the runtime after each message, and a message that does not
-//!    fit waits for a few yields (never a timer) before the
-//!    [`OverloadPolicy`] applies: only a stalled consumer loses messages. A
-//!    host may opt in to absorbing bursts with [`Overload::max_wait`], a wait
-//!    budget per overload episode.
+//!    on the application for long.** The inbound queue is bounded by bytes,
+//!    and what does not fit gets the [`OverloadPolicy`]: what is counted, how
+//!    a consumer that keeps up gets room, overload episodes and the opt-in
+//!    wait budget are stated once, on [`Overload`].
 //! 6. **Metrics agree during a skip.** An oversize frame counts in
 //!    [`oversize_frames`](MetricsSnapshot::oversize_frames) and its bytes in
 //!    [`discarded_bytes`](MetricsSnapshot::discarded_bytes) once it is
@@ -150,10 +144,7 @@ pub use config::{
 };
 pub use connection::Connection;
 pub use error::{CloseReason, Closed, RequestError, SendError, WriteError};
-pub use handshake::{
-    Era, HandshakeError, HandshakeOptions, Handshaken, MODERN_VERSION, UNSUPPORTED_PROTOCOL_VERSION, handshake,
-    with_meta,
-};
+pub use handshake::{Era, HandshakeError, HandshakeOptions, Handshaken, handshake, with_meta};
 pub use inbound::{ITEM_OVERHEAD, Inbound, InboundQueue, InboundSender, Received, SkippedFrame, inbound_channel};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use reader::{Reader, ReaderEnd, ReaderReport};

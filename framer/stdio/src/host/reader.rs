@@ -81,13 +81,9 @@ pub struct ReaderReport {
 
 /// The stdout reader: reads straight into the [`Framer`]'s buffer, frames,
 /// classifies each frame with the JSON-RPC [parser](mcp_framer_jsonrpc::parse)
-/// and delivers it. It only ever waits for the pipe (and, only if a host
-/// opts in with [`Overload::max_wait`](super::Overload::max_wait), for room
-/// in the inbound queue, at most that long in total per overload episode).
-/// To let the application run before the queue fills, it yields to the
-/// runtime (no timer) past the queue's high-water mark and a few times
-/// before a message that does not fit gets the policy; see
-/// [`Overload`](super::Overload).
+/// and delivers it. It only ever waits for the pipe, and for room in the
+/// inbound queue only as the [overload rules](super::Overload) allow (not at
+/// all by default).
 ///
 /// Each read takes at most [`Config::read_size`](mcp_framer::Config#structfield.read_size)
 /// bytes (and at most [`Config::max_frame`]), so a line grows by at most one
@@ -557,10 +553,8 @@ impl Reader {
     }
 
     /// A message nobody will receive (the application dropped its receiver):
-    /// a server request is answered "method not found" (this host takes no
-    /// server requests), anything else is dropped; both are counted in
-    /// `unconsumed`, never as overload. Reports are not messages: the
-    /// metrics count what they report.
+    /// the no-consumer rule of [`NO_CONSUMER_MESSAGE`]. Reports are not
+    /// messages: the metrics count what they report.
     fn unconsumed(&mut self, item: Inbound) {
         if matches!(item, Inbound::Skipped(_)) {
             return;
