@@ -186,6 +186,7 @@ pub fn report_json(report: &ServeReport) -> Value {
         "oversize": report.oversize,
         "blank_lines": report.blank_lines,
         "unknown_methods": report.unknown_methods,
+        "protocol_errors": report.protocol_errors,
         "duplicate_ids": report.duplicate_ids,
         "overloaded": report.overloaded,
         "repeated_initialize": report.repeated_initialize,

@@ -87,7 +87,6 @@ pub use budget::{Budget, BudgetError, CursorError, Page, Resume, Skipped};
 pub use cancel::{Cancelled, Scope, ScopedChild};
 pub use capture::{Capture, CaptureOptions, Ending, KILL_DRAIN_GRACE, capture};
 pub use config::{DEFAULT_CONTROL_QUEUE_BYTES, DEFAULT_SHUTDOWN_GRACE, ServerConfig};
-pub use replies::{MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use report::{CancelCounts, ServeReport};
 pub use serve::Server;
 pub use table::{CancelOutcome, State};

@@ -1,6 +1,8 @@
 //! The protocol's own replies, built in one place: the results of
 //! `initialize`, `server/discover`, `ping` and `tools/list`, and every error
-//! a request can get before a tool runs. What is echoed from the client
+//! a request can get before a tool runs (the version and `_meta` errors of
+//! the 2026-07-28 revision come from [`protocol`], where those rules live).
+//! The versions served are [`protocol::VERSIONS`], all of them. What is echoed from the client
 //! (a method, a tool name, an id) is an excerpt of at most 64 bytes, cut at
 //! a character boundary, with its length.
 
@@ -9,22 +11,7 @@ use serde_json::value::{RawValue, to_raw_value};
 
 use super::tool::Tool;
 use crate::preview::{MESSAGE_BYTES, clip, excerpt};
-use mcp_framer_jsonrpc::{ErrorObject, INVALID_REQUEST, METHOD_NOT_FOUND, OwnedId};
-
-/// The MCP protocol versions this server accepts, newest first. `initialize`
-/// answers with the client's version if it is one of these, else the newest.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// The modern (handshake-free) MCP protocol versions this server serves,
-/// newest first: `server/discover` lists them (then [`PROTOCOL_VERSIONS`],
-/// which `initialize` still serves), as the 2026-07-28 revision describes.
-pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
-
-/// The version `initialize` answers with: the client's if this server
-/// speaks it, else the newest.
-pub(crate) fn negotiate(asked: Option<&str>) -> &'static str {
-    PROTOCOL_VERSIONS.iter().find(|v| Some(**v) == asked).copied().unwrap_or(PROTOCOL_VERSIONS[0])
-}
+use mcp_framer_jsonrpc::{ErrorObject, INVALID_REQUEST, METHOD_NOT_FOUND, OwnedId, protocol};
 
 /// Who the server is, as its replies say it.
 #[derive(Debug)]
@@ -35,10 +22,12 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
-    /// The `initialize` result for a client that asked for `asked`.
+    /// The `initialize` result for a client that asked for `asked`: that
+    /// version if it is a legacy one served, else the newest legacy one
+    /// ([`protocol::negotiate`]).
     pub(crate) fn initialize_result(&self, asked: Option<&str>) -> Value {
         let mut result = serde_json::json!({
-            "protocolVersion": negotiate(asked),
+            "protocolVersion": protocol::negotiate(asked),
             "capabilities": { "tools": { "listChanged": false } },
             "serverInfo": { "name": self.name, "version": self.version },
         });
@@ -51,12 +40,11 @@ impl Identity {
     /// The `server/discover` result (2026-07-28): the versions served, the
     /// capabilities, and the identity in `_meta`.
     pub(crate) fn discover_result(&self) -> Value {
-        let versions: Vec<&str> = MODERN_PROTOCOL_VERSIONS.iter().chain(PROTOCOL_VERSIONS).copied().collect();
         let mut result = serde_json::json!({
             "resultType": "complete",
-            "supportedVersions": versions,
+            "supportedVersions": protocol::VERSIONS,
             "capabilities": { "tools": { "listChanged": false } },
-            "_meta": { "io.modelcontextprotocol/serverInfo": { "name": self.name, "version": self.version } },
+            "_meta": { protocol::META_SERVER_INFO: { "name": self.name, "version": self.version } },
         });
         if let Some(instructions) = &self.instructions {
             result["instructions"] = Value::from(instructions.as_str());

@@ -45,6 +45,11 @@ pub struct ServeReport {
     pub unexpected_responses: u64,
     /// Requests for methods this server does not have (answered -32601).
     pub unknown_methods: u64,
+    /// Requests refused by the 2026-07-28 rules: a modern request (any
+    /// `server/discover`, or a request whose `_meta` carries a per-request
+    /// member) without its required `_meta` members (-32602), or naming a
+    /// version not served (-32022, listing the supported ones).
+    pub protocol_errors: u64,
     /// Requests whose id was already in flight (answered -32600 with a
     /// `null` id, so that the answer cannot be taken for the original's).
     pub duplicate_ids: u64,
@@ -103,6 +108,7 @@ pub(crate) struct Counters {
     pub(crate) blank_lines: AtomicU64,
     pub(crate) unexpected_responses: AtomicU64,
     pub(crate) unknown_methods: AtomicU64,
+    pub(crate) protocol_errors: AtomicU64,
     pub(crate) duplicate_ids: AtomicU64,
     pub(crate) overloaded: AtomicU64,
     pub(crate) repeated_initialize: AtomicU64,
@@ -133,6 +139,7 @@ impl Counters {
             blank_lines: get(&self.blank_lines) + framer.empty_lines,
             unexpected_responses: get(&self.unexpected_responses),
             unknown_methods: get(&self.unknown_methods),
+            protocol_errors: get(&self.protocol_errors),
             duplicate_ids: get(&self.duplicate_ids),
             overloaded: get(&self.overloaded),
             repeated_initialize: get(&self.repeated_initialize),

@@ -19,7 +19,7 @@ use super::tool::Tools;
 use super::writer::Outbox;
 use crate::counter::bump;
 use crate::preview::excerpt;
-use mcp_framer_jsonrpc::{ErrorObject, Id, Message, OwnedId, RawJson};
+use mcp_framer_jsonrpc::{ErrorObject, Id, Message, OwnedId, RawJson, protocol};
 
 /// `tools/call` params, borrowed from the frame.
 #[derive(Deserialize)]
@@ -108,6 +108,16 @@ impl Router<'_> {
             tracing::warn!(id = %excerpt(&id.to_string()), method = %excerpt(method), "duplicate request id in flight");
             return Routed::Reply(self.outbox.error_frame(None, &replies::duplicate_id(&id)));
         }
+        // The 2026-07-28 rules: `server/discover`, and any request whose
+        // `_meta` carries a per-request member, is modern and must carry
+        // them all with a version served (-32602, -32022). A request without
+        // them is served as the legacy era serves it, before `initialize` as
+        // after (as this server always has).
+        if let Err(error) = protocol::check_request(method, params, true) {
+            bump(&self.counters.protocol_errors);
+            tracing::debug!(id = %excerpt(&id.to_string()), method = %excerpt(method), code = error.code, "request refused by the protocol's rules");
+            return self.reply_error(&id, &error);
+        }
         match method {
             "initialize" if self.initialize_id.is_some() => {
                 bump(&self.counters.repeated_initialize);
@@ -193,5 +203,75 @@ impl Router<'_> {
         };
         bump(counter);
         tracing::info!(id = %id, state, reason, "cancellation");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use crate::server::Server;
+
+    /// Sends `requests` (one line each) to a fresh server, then EOF; returns
+    /// the replies in order and the report's protocol error count.
+    async fn exchange(requests: &[Value]) -> (Vec<Value>, u64) {
+        let (mut host_in, server_out) = tokio::io::duplex(1 << 16);
+        let (server_in, mut host_out) = tokio::io::duplex(1 << 16);
+        let serving = tokio::spawn(Server::new("t", "1").serve(server_in, server_out));
+        for request in requests {
+            let mut line = serde_json::to_vec(request).unwrap();
+            line.push(b'\n');
+            host_out.write_all(&line).await.unwrap();
+        }
+        drop(host_out);
+        let mut replies = Vec::new();
+        let mut lines = BufReader::new(&mut host_in).lines();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            replies.push(serde_json::from_str(&line).unwrap());
+        }
+        let report = serving.await.unwrap();
+        (replies, report.protocol_errors)
+    }
+
+    fn request(id: i64, method: &str, meta: Option<Value>) -> Value {
+        match meta {
+            Some(meta) => json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": meta}}),
+            None => json!({"jsonrpc": "2.0", "id": id, "method": method}),
+        }
+    }
+
+    /// The 2026-07-28 rules on the server: `server/discover` and any request
+    /// carrying a per-request `_meta` member are modern and must carry the
+    /// version and capabilities (-32602 otherwise), with a version served
+    /// (-32022 otherwise, naming the supported ones); a request without them
+    /// is served as the legacy era serves it, unchanged.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn modern_requests_follow_the_2026_07_28_rules_and_legacy_ones_are_unchanged() {
+        let version = "io.modelcontextprotocol/protocolVersion";
+        let capabilities = "io.modelcontextprotocol/clientCapabilities";
+        let (replies, refused) = exchange(&[
+            request(1, "server/discover", None),
+            request(2, "server/discover", Some(json!({version: "2026-07-28", capabilities: {}}))),
+            request(3, "tools/list", Some(json!({version: "2026-07-28"}))),
+            request(4, "tools/list", Some(json!({version: "1999-01-01", capabilities: {}}))),
+            request(5, "tools/list", Some(json!({version: "2026-07-28", capabilities: {}}))),
+            request(6, "tools/list", None),
+            request(7, "ping", None),
+        ])
+        .await;
+        let by_id =
+            |id: i64| replies.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no reply {id}: {replies:?}"));
+        assert_eq!(by_id(1)["error"]["code"], -32602, "{}", by_id(1));
+        assert_eq!(by_id(2)["result"]["supportedVersions"][0], "2026-07-28", "{}", by_id(2));
+        assert_eq!(by_id(3)["error"]["code"], -32602, "{}", by_id(3));
+        let unsupported = &by_id(4)["error"];
+        assert_eq!(unsupported["code"], -32022, "{unsupported}");
+        assert_eq!(unsupported["data"]["requested"], "1999-01-01", "{unsupported}");
+        assert!(unsupported["data"]["supported"].as_array().is_some_and(|v| v.contains(&json!("2025-11-25"))));
+        assert!(by_id(5)["result"]["tools"].is_array(), "{}", by_id(5));
+        assert!(by_id(6)["result"]["tools"].is_array(), "{}", by_id(6));
+        assert_eq!(by_id(7)["result"], json!({}), "{}", by_id(7));
+        assert_eq!(refused, 3);
     }
 }
