@@ -74,7 +74,8 @@ pub struct AdapterCounts {
     /// [`RESPONSE_TOO_LARGE`](mcp_framer_jsonrpc::RESPONSE_TOO_LARGE).
     /// Server side: responses and error responses rmcp gave that could not
     /// be sent (over `max_send`, or failing to serialize), replaced by a
-    /// short -32603 error for their id.
+    /// tool failure (`isError: true`) for a `tools/call` result, by a short
+    /// -32603 error for their id otherwise.
     pub oversize_errors: u64,
     /// Reports of frames the transport skipped (not JSON, malformed, oversize
     /// without a recoverable id, cut off): logged at `WARN`.

@@ -1,7 +1,7 @@
 //! The server side: [`stdio()`], a `Transport<RoleServer>` on the server
 //! library's raw stdio transport, and [`capture`] for tool handlers.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -54,8 +54,10 @@ use mcp_framer_stdio::server::{
 ///   well-formed request rmcp's types reject is answered -32600 with its id
 ///   (stock rmcp answers with no id);
 /// * a response or an error response over [`ServerConfig::max_send`] (or
-///   one that fails to serialize) is replaced by a short -32603 error for
-///   its id, so the request is still answered;
+///   one that fails to serialize) is replaced, as the server library
+///   replaces it, so the request is still answered: a `tools/call` result
+///   by a tool failure (`isError: true`) saying why, anything else by a
+///   short -32603 error for its id;
 /// * at most `max_concurrent + max_queued` requests
 ///   ([`ServerConfig`], 272 by default) are in flight at once (handed to
 ///   rmcp, not answered, not cancelled); one more is answered -32000 at
@@ -160,8 +162,10 @@ struct InFlight {
 
 #[derive(Debug, Default)]
 struct Pending {
-    /// Requests handed to rmcp, not answered and not cancelled.
-    ids: HashSet<RequestId>,
+    /// Requests handed to rmcp, not answered and not cancelled, and whether
+    /// each is a `tools/call` (whose result over the limit becomes a tool
+    /// failure, see [`encode`]).
+    ids: HashMap<RequestId, bool>,
     /// Messages whose send has not finished (queued or failed).
     sends: usize,
 }
@@ -174,7 +178,7 @@ impl InFlight {
     /// `id` is no longer rmcp's to answer: its response is about to be
     /// queued, or its cancellation arrived (rmcp then never answers it).
     fn done(&self, id: &RequestId) {
-        if self.lock().ids.remove(id) {
+        if self.lock().ids.remove(id).is_some() {
             self.changed.notify_waiters();
         }
     }
@@ -261,7 +265,7 @@ impl Stdio {
                 }
             };
             ending.given_up = true;
-            let ids: Vec<RequestId> = self.in_flight.lock().ids.drain().collect();
+            let ids: Vec<RequestId> = self.in_flight.lock().ids.drain().map(|(id, _)| id).collect();
             if !ids.is_empty() {
                 tracing::warn!(count = ids.len(), reason = %why, "cancelling the requests still in flight");
                 ending.cancels.extend(ids);
@@ -342,10 +346,19 @@ impl StdioHandle {
     }
 }
 
-/// The frame for `item`, or for the error that replaces it: a response or
-/// an error response that cannot be sent (over the limit, or failing to
-/// serialize) becomes a short -32603 error for its id, within the limit.
-fn encode(outgoing: &Outgoing, item: &TxJsonRpcMessage<RoleServer>, counters: &Counters) -> io::Result<Vec<u8>> {
+/// The frame for `item`, or for what replaces it when it cannot be sent
+/// (over the limit, or failing to serialize), within the limit: the same
+/// answer the server library gives for the same event. The result of a
+/// `tools/call` (`tool_call`) becomes a tool failure, a result with
+/// `isError: true` saying why, because the model reads tool failures and can
+/// ask for less; any other response, and an error response, becomes a short
+/// -32603 error for its id (those requests have no tool failure).
+fn encode(
+    outgoing: &Outgoing,
+    item: &TxJsonRpcMessage<RoleServer>,
+    tool_call: bool,
+    counters: &Counters,
+) -> io::Result<Vec<u8>> {
     let error = match outgoing.encoder().message(item) {
         Ok(frame) => return Ok(frame),
         Err(error) => error,
@@ -363,7 +376,14 @@ fn encode(outgoing: &Outgoing, item: &TxJsonRpcMessage<RoleServer>, counters: &C
         }
         error => format!("{what} not sent: {error}"),
     };
-    Ok(outgoing.error_frame(id.map(transport_id).as_ref(), &ErrorObject::internal(message)))
+    let id = id.map(transport_id);
+    if let (Some(id), JsonRpcMessage::Response(_), true) = (&id, item, tool_call) {
+        let failure = serde_json::json!({"content": [{"type": "text", "text": message}], "isError": true});
+        if let Ok(frame) = outgoing.encoder().response(id, &failure) {
+            return Ok(frame);
+        }
+    }
+    Ok(outgoing.error_frame(id.as_ref(), &ErrorObject::internal(message)))
 }
 
 /// The request id a response or an error response answers.
@@ -407,7 +427,8 @@ impl Transport<RoleServer> for Stdio {
             let _sending = sending;
             let outgoing = outgoing?;
             let _turn = turn.lock().await;
-            let frame = encode(&outgoing, &item, &counters);
+            let tool_call = answers(&item).is_some_and(|id| in_flight.lock().ids.get(id) == Some(&true));
+            let frame = encode(&outgoing, &item, tool_call, &counters);
             // Before the frame is queued: once written, the host may reuse
             // its id.
             if let Some(id) = answers(&item) {
@@ -457,7 +478,8 @@ impl Transport<RoleServer> for Stdio {
                     self.answer(Some(&request.id), &ErrorObject::new(OVERLOADED, text));
                     continue;
                 }
-                if !in_flight.ids.insert(request.id.clone()) {
+                let tool_call = frame.method() == Some("tools/call");
+                if in_flight.ids.insert(request.id.clone(), tool_call).is_some() {
                     drop(in_flight);
                     bump(&self.counters.duplicate_ids);
                     tracing::warn!(id = %request.id, "duplicate request id in flight; answering -32600 with a null id");
@@ -545,7 +567,7 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 
     /// `hold` runs until cancelled; `huge_error` fails with 1,000 bytes of
-    /// `data`.
+    /// `data`; `huge` returns 1,000 bytes of text.
     #[derive(Clone)]
     struct Tools;
 
@@ -565,6 +587,11 @@ mod tests {
                     Err(ErrorData::internal_error("cancelled", None))
                 }
                 "huge_error" => Err(ErrorData::internal_error("huge", Some(json!("x".repeat(1000))))),
+                "huge" => {
+                    Ok(CallToolResponse::Complete(CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                        "x".repeat(1000),
+                    )])))
+                }
                 _ => Ok(CallToolResponse::Complete(CallToolResult::success(vec![]))),
             }
         }
@@ -652,9 +679,11 @@ mod tests {
         }
     }
 
-    /// A response or an error response over `max_send` becomes a short
-    /// -32603 error for its id, within the limit; an id too large for even
-    /// that gets the answer with a `null` id that names an excerpt of it.
+    /// What cannot be sent gets the server library's answer, within the
+    /// limit: a `tools/call` result over `max_send` becomes a tool failure
+    /// (`isError: true`) for its id; an error response over it a short
+    /// -32603 error for its id; an id too large for even that gets the
+    /// answer with a `null` id that names an excerpt of it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn what_cannot_be_sent_becomes_a_short_error_for_its_id() {
         for _ in 0..20 {
@@ -673,13 +702,27 @@ mod tests {
                 "{message}"
             );
 
+            host.call(json!(3), "huge").await;
+            let answer = host.line().await;
+            assert!(answer.len() <= max, "{answer}");
+            let failure: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(
+                (failure["id"].clone(), failure["result"]["isError"].clone()),
+                (json!(3), json!(true)),
+                "{answer}"
+            );
+            let text = failure["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.starts_with("result of ") && text.ends_with("exceeds the transport limit of 300 bytes; not sent")
+            );
+
             let id = "i".repeat(400);
             host.call(json!(id), "echo").await;
             let answer = host.line().await;
             assert!(answer.len() <= max, "{answer}");
             assert!(answer.starts_with(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603"#), "{answer}");
             assert!(answer.contains("(402 bytes)"), "{answer}");
-            assert_eq!(handle.counts().oversize_errors, 2);
+            assert_eq!(handle.counts().oversize_errors, 3);
         }
     }
 }
