@@ -20,7 +20,9 @@
 //!   [`append`](Buffer::append) writes, so reserved pages the stream never
 //!   reaches are never touched.
 //! * **A line is held once.** Storage doubles while small; once a line
-//!   outgrows 1 MiB it goes straight to its cap (`max_frame + 1 + read_size`
+//!   outgrows 1 MiB it goes straight to the retention threshold if the line
+//!   fits in it (storage the framer keeps: never released, so a session of
+//!   large frames reuses it), else to its cap (`max_frame + 1 + read_size`
 //!   for a framer), reserved but untouched, so the line grows to the limit
 //!   without moving again. Every resize moves the live bytes to the front in
 //!   place and resizes the allocation in place where the allocator can: the
@@ -281,10 +283,19 @@ impl Buffer {
         );
         self.retention.needs(need);
         // Small storage doubles. Once a line outgrows `LARGE`, the storage
-        // goes straight to the cap (when there is one): reserved but
-        // untouched, it costs nothing, and the line then grows to the limit
-        // without another move, so its bytes are never held twice.
-        let grown = if need > LARGE && cap != usize::MAX { cap } else { capacity.saturating_mul(2) };
+        // goes straight to the retention threshold when the line fits in it
+        // (kept storage, never released: growing past it to the cap would
+        // be given back at the next calm read and regrown, its pages touched
+        // again, for every large frame), else to the cap (when there is
+        // one): reserved but untouched, it costs nothing, and the line then
+        // grows to the limit without another move, so its bytes are never
+        // held twice.
+        let retain = self.retention.retain;
+        let grown = match need > LARGE && cap != usize::MAX {
+            true if need <= retain && retain < cap => retain,
+            true => cap,
+            false => capacity.saturating_mul(2),
+        };
         self.relocate(grown.clamp(need, cap.max(need)));
     }
 
@@ -418,6 +429,35 @@ mod tests {
         assert!(moved <= 2 << 20, "only the small storage's bytes ever moved: {moved}");
         assert_eq!(buf.moved, moved, "no move after the jump");
         assert!(buf.bytes().len() < cap, "the cap is reserved, not touched");
+    }
+
+    /// A kept framer (`retain` at the limit) holds a large line in storage
+    /// it keeps: growth past 1 MiB stops at `retain` when the line fits, so
+    /// the storage is never over the threshold, never released at the next
+    /// calm read, and the next large line reuses it without a move.
+    #[test]
+    fn a_large_line_that_fits_in_retain_grows_to_retain_and_stays() {
+        let (retain, cap) = (8 << 20, (8 << 20) + 1 + (64 << 10));
+        let mut buf = Buffer::new(retain);
+        for round in 0..3 {
+            // One 4 MiB line, in 64 KiB reads, then a calm read.
+            let before = buf.moved;
+            let mut written = 0;
+            while written < 4 << 20 {
+                buf.checkpoint(64 << 10);
+                let n = buf.spare(64 << 10, cap).len().min(64 << 10);
+                buf.commit(n);
+                written += n;
+            }
+            assert_eq!(buf.capacity(), retain, "round {round}: grown to retain, not to the cap");
+            let moved = buf.moved - before;
+            buf.consume_to(buf.end);
+            buf.checkpoint(64 << 10);
+            assert_eq!(buf.capacity(), retain, "round {round}: kept after the line");
+            if round > 0 {
+                assert_eq!(moved, 0, "round {round}: the line grew in kept storage without a move");
+            }
+        }
     }
 
     #[test]
