@@ -12,11 +12,22 @@
 //! process trees with their pipes — at a cancellation, at shutdown, and at
 //! `SIGTERM` / `SIGINT` (Ctrl-C / Ctrl-Break on Windows). [`Server::serve`] states the contract.
 //!
+//! # Layers
+//!
+//! Like the host (a `Session` on a `Connection`), the server is a
+//! dispatcher on a transport:
+//!
+//! * the **transport** ([`transport`], [`stdio_transport`]) owns stdin (one
+//!   read loop: the framer, screening, the byte limit, pauses, signals, the
+//!   end of input) and stdout (the one writer and its reserved reply
+//!   budget); its contract is on [`transport`]. An SDK with its own request
+//!   handling sits on it directly, as the rmcp adapter does;
+//! * [`Server`] adds tools, admission, cancellation and the protocol's own
+//!   replies; [`Server::serve`] / [`Server::serve_stdio`] run it on the
+//!   transport's pieces, state what it adds, and return a [`ServeReport`].
+//!
 //! # Pieces
 //!
-//! * [`Server`]: tools and their handlers; [`Server::serve`] /
-//!   [`Server::serve_stdio`] run the loop ([`Server::serve`] states its
-//!   contract) and return a [`ServeReport`].
 //! * The request table: states [`State::Queued`], [`State::Running`],
 //!   [`State::Writing`] and done, and what a cancellation does in each.
 //! * [`Call`]: what a handler gets — arguments, the request's [`Scope`]

@@ -83,28 +83,21 @@ impl Server {
     ///
     /// # Contract
     ///
-    /// * stdin is read in read-into mode straight into the [`Framer`](mcp_framer::Framer)'s buffer,
-    ///   under [`ServerConfig::framer`] (the same
-    ///   transport limit and policies as the host).
+    /// `Server` is a dispatcher on the server transport: reading stdin
+    /// (the byte limit before any parse; malformed, oversize and blank
+    /// lines), the reserved reply budget and the backpressure it gives,
+    /// stdout, signals and a failed stdout are the [`transport`](super::transport)'s,
+    /// and its contract states them; what follows is what the dispatcher
+    /// adds.
+    ///
     /// * **Every request gets exactly one response**, unless the client
     ///   cancelled it (`notifications/cancelled`, see [`State`](super::State)) or stdout
     ///   failed. No reply is ever dropped while the host reads stdout.
     ///   Requests the server gives up on at shutdown are answered too (-32603,
     ///   "request abandoned"), and their ids are logged.
-    /// * **Replies never starve.** `initialize`, `ping` and `tools/list` are
-    ///   answered by the loop itself, as is every error reply; these replies
-    ///   are queued in a budget of their own
-    ///   ([`ServerConfig::control_queue_bytes`]) that tool results never
-    ///   use, so they never wait behind a large result.
-    /// * **Backpressure.** While the host does not drain stdout, the loop
-    ///   keeps reading stdin (so cancellations still reach running calls)
-    ///   until that reply budget is full: a bounded backlog of answered,
-    ///   unwritten requests. Then it **stops reading stdin** until the host
-    ///   drains again (each pause counted in [`ServeReport::stdin_pauses`]
-    ///   and logged at debug level; a pause of a second or more logged as a
-    ///   warning when it ends): a host that does not drain has broken
-    ///   liveness, and rejecting instead would need room that does not exist.
-    ///   A signal or a stdout failure still ends the loop while it waits.
+    /// * **Replies never starve.** `initialize`, `server/discover`, `ping`
+    ///   and `tools/list` are answered at once, as is every error reply, in
+    ///   the transport's reserved reply budget that tool results never use.
     ///   Memory stays bounded: queued replies by the two budgets, results
     ///   waiting for room by the admission bound.
     /// * **Admission.** `tools/call` runs in a task of its own, at most
@@ -122,11 +115,16 @@ impl Server {
     ///   empty line, not a message: skipped, counted
     ///   ([`ServeReport::blank_lines`]), not answered. Each case is counted
     ///   and logged; the loop continues.
-    /// * Error replies respect the response limit: names the client sent
-    ///   (method, tool, id) are echoed as an excerpt of at most 64 bytes, cut
-    ///   at a character boundary, with their length; an error frame that
-    ///   would still be over [`ServerConfig::max_send`] is replaced by a
-    ///   short one (with a `null` id if the id alone is too large).
+    /// * Names the client sent (method, tool, id) are echoed in error
+    ///   replies as an excerpt of at most 64 bytes, cut at a character
+    ///   boundary, with their length.
+    /// * The 2026-07-28 rules
+    ///   ([`check_request`](mcp_framer_jsonrpc::protocol::check_request)):
+    ///   `server/discover`, and any request whose `_meta` carries a
+    ///   per-request member, must carry the version and the client
+    ///   capabilities (-32602 otherwise) with a version served (-32022
+    ///   otherwise, naming them); counted in [`ServeReport::protocol_errors`].
+    ///   A request without them is served as the legacy era serves it.
     /// * A request whose id is already in flight (its response not yet
     ///   written) is not processed; it is answered -32600 with a **`null`
     ///   id**, so that a client matching responses by id cannot take it for

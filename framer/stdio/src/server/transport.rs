@@ -30,26 +30,46 @@ use mcp_framer_jsonrpc::{Encoder, ErrorObject, Kind, Message, OwnedId};
 /// its dispatcher. Returns the sending half ([`Outgoing`]) and the messages
 /// read ([`Incoming`]).
 ///
-/// What it does, as the serve loop does:
+/// # Contract
 ///
-/// * stdin is read straight into the [`Framer`](mcp_framer::Framer) under
-///   [`ServerConfig::framer`] (the byte limit on requests);
-/// * a frame that is not a JSON-RPC message (malformed JSON, not UTF-8, a
+/// The same as under [`Server::serve`](super::Server::serve), which is a
+/// dispatcher on this transport; each rule is stated here:
+///
+/// * stdin is read straight into the [`Framer`](mcp_framer::Framer)'s
+///   buffer under [`ServerConfig::framer`] (the byte limit on requests,
+///   enforced before any parse; the same policies as the host).
+/// * A frame that is not a JSON-RPC message (malformed JSON, not UTF-8, a
 ///   batch...) is answered by the transport with -32700 or -32600 and the
 ///   request's id when one can be recovered, `null` otherwise; a frame over
-///   the limit is discarded unparsed and answered -32600 with a `null` id;
-///   blank lines are skipped. Each is counted and logged;
-/// * every other message is handed on, classified ([`IncomingFrame::kind`]);
-///   the frames waiting for the SDK are bounded by bytes (one transport
-///   limit, [`ServerConfig::framer`]`.max_frame`; a larger frame waits alone);
-/// * one task owns `output` and writes whole frames only, in order; the
-///   SDK's frames wait for room in
-///   [`ServerConfig::writer_queue_bytes`], the transport's own replies (and
-///   the SDK's, through [`Outgoing::reply`]) use the reserved
-///   [`ServerConfig::control_queue_bytes`], so stdin is read on while stdout
-///   is blocked until that reserve is full (a cancellation still lands);
-/// * when `shutdown` resolves (the number of a signal), reading stops as at
-///   the end of stdin: the SDK sees the end of its input.
+///   the limit is discarded unparsed and answered -32600 with a `null` id,
+///   one cut off by the end of stdin included. A line of nothing but JSON
+///   whitespace (space, tab, `\r`), like an empty line, is not a message:
+///   skipped, not answered. Each case is counted ([`ServeReport`]) and
+///   logged; reading goes on.
+/// * Every other message is handed on, classified (kind, id, method:
+///   [`IncomingFrame`]); the frames waiting for the SDK are bounded by bytes
+///   (one transport limit, [`ServerConfig::framer`]`.max_frame`; a larger
+///   frame waits alone), and while that backlog is full stdin is not read.
+/// * One task owns `output` and writes whole frames only, in order, none
+///   over [`ServerConfig::max_send`] (error replies included: one too large
+///   is replaced by a short -32603). The SDK's frames wait for room in
+///   [`ServerConfig::writer_queue_bytes`]; replies (the transport's own, and
+///   the SDK's through [`Outgoing::reply`]) use the reserved
+///   [`ServerConfig::control_queue_bytes`], so they never wait behind a
+///   large result.
+/// * **Backpressure.** While the host does not drain stdout, stdin is still
+///   read (so a cancellation still lands) until that reply budget is full:
+///   a bounded backlog of answered, unwritten requests. Then reading
+///   **stops** until the host drains again (each pause counted in
+///   [`ServeReport::stdin_pauses`] and logged at debug level; one of a
+///   second or more logged as a warning when it ends): a host that does
+///   not drain has broken liveness, and rejecting instead would need room
+///   that does not exist.
+/// * Reading ends at the end of stdin, a read error, the framer's sticky
+///   error (`OversizePolicy::Fail`), when `shutdown` resolves (the number of
+///   a signal: the SDK then sees the end of its input), or when stdout
+///   fails (the host is gone); a signal or a stdout failure also ends a
+///   wait for room.
 ///
 /// Needs a tokio runtime.
 ///
