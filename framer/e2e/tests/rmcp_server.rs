@@ -174,17 +174,19 @@ async fn an_error_over_the_send_limit_becomes_a_short_error_for_its_id() {
 }
 
 /// A result over the server's send limit (16 MiB) is not written: its
-/// request gets a -32603 error for its id, at once, and the server goes on.
+/// `tools/call` gets a tool failure (`isError: true`) saying why, at once,
+/// as the server library answers it, and the server goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_result_over_the_send_limit_becomes_an_error_for_its_id() {
+async fn a_result_over_the_send_limit_becomes_a_tool_failure() {
     support::watchdog(Duration::from_secs(240), "oversize result", async {
         let (service, handle) = example().await;
         let params = CallToolRequestParams::new("large")
             .with_arguments(json!({"bytes": 17 << 20}).as_object().cloned().unwrap_or_default());
         let answer = tokio::time::timeout(Duration::from_secs(120), service.call_tool(params)).await.expect("answered");
-        let Err(rmcp::ServiceError::McpError(error)) = answer else { panic!("{answer:?}") };
-        assert_eq!(error.code.0, -32603, "{error:?}");
-        assert!(error.message.contains("exceeds the transport limit of 16777216 bytes"), "{error:?}");
+        let failure = answer.expect("a result, not a JSON-RPC error");
+        assert_eq!(failure.is_error, Some(true), "{failure:?}");
+        let text = serde_json::to_string(&failure.content).unwrap();
+        assert!(text.contains("exceeds the transport limit of 16777216 bytes"), "{text}");
         // Nothing over the limit reached the host.
         assert_eq!(handle.metrics().oversize_frames, 0);
         assert_eq!(service.list_all_tools().await.expect("tools/list").len(), 3);
