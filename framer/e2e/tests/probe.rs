@@ -333,7 +333,7 @@ fn a_reader_deaf_past_its_cap_fails_with_its_limit_bisected() {
     // it due within about 2 s; bisection finds the cap.
     let cap = 3_000_000u64;
     let run = probe(
-        &["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "5s"],
+        &["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "8s", "--bisect-steps", "6"],
         &["--deaf-reader-over", "3000000"],
     );
     run.only_fails(

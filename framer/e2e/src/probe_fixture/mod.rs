@@ -337,20 +337,31 @@ fn chunked_reader(
         if let Some(ms) = args.slow_reader {
             thread::sleep(Duration::from_micros(ms * 1000 * n as u64 / (1 << 20)));
         }
+        // Only the new bytes are searched: the time grows with the size
+        // alone (and with --slow-reader's sleep).
+        let mut from = held.len();
         held.extend_from_slice(&chunk[..n]);
-        while let Some(end) = held.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = held.drain(..=end).collect();
-            handle(args, out, cancels, &line[..line.len() - 1]);
-        }
-        if args.deaf_reader_over.is_some_and(|cap| held.len() > cap) {
-            eprintln!(
-                "probe_fixture: {} bytes of one line held; reading no more (the --deaf-reader-over defect)",
-                held.len()
-            );
-            loop {
-                thread::sleep(Duration::from_secs(3600));
+        let over = |len: usize| args.deaf_reader_over.is_some_and(|cap| len > cap);
+        while let Some(at) = held[from..].iter().position(|&b| b == b'\n') {
+            if over(from + at) {
+                go_deaf(from + at);
             }
+            let line: Vec<u8> = held.drain(..=from + at).collect();
+            handle(args, out, cancels, &line[..line.len() - 1]);
+            from = 0;
         }
+        if over(held.len()) {
+            go_deaf(held.len());
+        }
+    }
+}
+
+/// The `--deaf-reader-over` defect: reads nothing more, answers nothing,
+/// stays alive.
+fn go_deaf(held: usize) -> ! {
+    eprintln!("probe_fixture: {held} bytes of one line held; reading no more (the --deaf-reader-over defect)");
+    loop {
+        thread::sleep(Duration::from_secs(3600));
     }
 }
 
