@@ -295,7 +295,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         _ => None,
     };
     if let Some(waited) = waited
-        && !growth.is_some_and(|g| g.patience <= waited)
+        && growth.is_none_or(|g| g.patience > waited)
     {
         return slow(target, conn, result, failed_size, &outcome, largest.unwrap_or(0), growth).await;
     }
@@ -385,7 +385,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             }
             Outcome::WriteStalled(waited)
                 if conn.exit_status().is_some()
-                    || !Growth::predict(&answered, mid).is_some_and(|g| g.patience <= waited) =>
+                    || Growth::predict(&answered, mid).is_none_or(|g| g.patience > waited) =>
             {
                 result.info(format!(
                     "bisection stopped: a request of {mid} bytes was not taken within --step-timeout {}",
