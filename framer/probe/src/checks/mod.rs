@@ -49,7 +49,7 @@ pub(crate) async fn run_all(target: &Target) -> Vec<CheckResult> {
             );
         }
         result.duration_ms = started.elapsed().as_millis() as u64;
-        // A check's server is not needed any more: kill its group now, so a
+        // A check's server is not needed any more: kill its tree now, so a
         // wedged one does not burn CPU during the next check.
         target.kill_trees();
         progress.done(&result);
