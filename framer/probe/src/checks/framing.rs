@@ -11,7 +11,7 @@ use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let mut conn = match super::raw_session(target, "framing").await {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, e),
@@ -23,18 +23,18 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let frame = conn.liveness_frame(id, 0);
     let mut written = true;
     for byte in &frame {
-        if conn.write(std::slice::from_ref(byte), args.step_timeout).await.is_err() {
+        if conn.write(std::slice::from_ref(byte), limits.step_timeout).await.is_err() {
             written = false;
             break;
         }
-        sleep(args.byte_delay).await;
+        sleep(limits.byte_delay).await;
     }
-    let answered = written && conn.response(id, args.step_timeout).await.is_some();
+    let answered = written && conn.response(id, limits.step_timeout).await.is_some();
     outcomes.insert("byte_at_a_time".into(), json!(answered));
     let what = format!(
         "a ping written one byte at a time ({} bytes, {} apart)",
         frame.len(),
-        crate::report::fmt_duration(args.byte_delay)
+        crate::duration::fmt_duration(limits.byte_delay)
     );
     if answered {
         result.info(format!("{what}: answered"))
@@ -46,11 +46,11 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let (a, b) = (conn.next_id(), conn.next_id());
     let mut both = conn.liveness_frame(a, 0);
     both.extend(conn.liveness_frame(b, 0));
-    let written = conn.write(&both, args.step_timeout).await.is_ok();
+    let written = conn.write(&both, limits.step_timeout).await.is_ok();
     let mut got = Vec::new();
     if written {
         for id in [a, b] {
-            if conn.response(id, args.step_timeout).await.is_some() {
+            if conn.response(id, limits.step_timeout).await.is_some() {
                 got.push(id);
             }
         }
@@ -76,12 +76,12 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let mut frame = conn.liveness_frame(id, 0);
     frame.pop();
     frame.push(b'\r');
-    let written = conn.write(&frame, args.step_timeout).await.is_ok() && {
-        sleep(args.byte_delay.max(std::time::Duration::from_millis(20))).await;
-        conn.write(b"\n", args.step_timeout).await.is_ok()
+    let written = conn.write(&frame, limits.step_timeout).await.is_ok() && {
+        sleep(limits.byte_delay.max(std::time::Duration::from_millis(20))).await;
+        conn.write(b"\n", limits.step_timeout).await.is_ok()
     };
-    let answered = written && conn.response(id, args.step_timeout).await.is_some();
-    let after = answered && conn.ping(args.step_timeout).await.is_ok();
+    let answered = written && conn.response(id, limits.step_timeout).await.is_some();
+    let after = answered && conn.ping(limits.step_timeout).await.is_ok();
     outcomes.insert("split_crlf".into(), json!(answered && after));
     match (answered, after) {
         (true, true) => {
