@@ -420,7 +420,7 @@ fn dropping_the_rest_of_a_read_fails_framing() {
     // The defect breaks most checks (it loses any message sent right after
     // another); framing is the one that names it.
     let run = probe(&["--only", "framing"], &["--drop-rest-of-read"]);
-    run.only_fails("framing", &["two pings in one write: answered 1 of 2"]);
+    run.only_fails("framing", &["two server/discover requests in one write: answered 1 of 2"]);
     assert_eq!(run.verdict("shutdown"), "SKIP");
 }
 
@@ -429,7 +429,7 @@ fn exiting_after_a_large_result_fails_response_limits() {
     // The server is gone after its large result, so the backpressure check
     // (the same tool) fails too: leave it out.
     let run = probe(&["--skip", "backpressure"], &["--exit-after-large"]);
-    run.only_fails("response-limits", &["after its oversize frame was skipped, ping:", "exit status: 5"]);
+    run.only_fails("response-limits", &["after its oversize frame was skipped, server/discover:", "exit status: 5"]);
     assert!(run.evidence("backpressure").starts_with("skipped: not selected"));
 }
 

@@ -29,10 +29,12 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, e),
     };
+    // The liveness request: `server/discover` (modern era) or `ping`.
+    let m = conn.liveness_method();
     // Make sure the server is past initialization before the pause.
     if let Err(e) = conn.ping(limits.step_timeout).await {
         target.account_raw("backpressure", &conn);
-        return result.note(Verdict::Fail, format!("no answer to a first ping: {e}"));
+        return result.note(Verdict::Fail, format!("no answer to a first {m} request: {e}"));
     }
     // The check needs a result larger than a pipe holds: measure it first.
     progress.step(format!("measuring {}", tool.name));
@@ -169,7 +171,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     match (wrote_during_pause, write_done_after) {
         (true, Some(after)) => result.info(format!(
-            "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a ping, a cancel and a {}-byte padded ping) in {}",
+            "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a {m} request, a cancel and a {}-byte padded {m} request) in {}",
             limits.stdin_probe,
             crate::duration::fmt_duration(after)
         )),
@@ -183,13 +185,13 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     match ping_at {
         Some(after) => result.info(format!(
-            "the ping sent during the pause was answered {} after reading resumed",
+            "the {m} request sent during the pause was answered {} after reading resumed",
             crate::duration::fmt_duration(after)
         )),
         None => result.note(
             Verdict::Fail,
             format!(
-                "the ping sent during the pause was not answered within {} of resuming",
+                "the {m} request sent during the pause was not answered within {} of resuming",
                 crate::duration::fmt_duration(limits.recover_timeout)
             ),
         ),
@@ -197,7 +199,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     if big_ping_at.is_none() && ping_at.is_some() {
         result.note(
             Verdict::Warn,
-            format!("the {}-byte padded ping was not answered after resuming", limits.stdin_probe),
+            format!("the {}-byte padded {m} request was not answered after resuming", limits.stdin_probe),
         );
     }
     match call_answer {

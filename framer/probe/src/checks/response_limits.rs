@@ -149,9 +149,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         ),
     }
     let ping = target.ping(&session, limits.ping_timeout).await.map(|_| ());
+    let m = target.liveness().0;
     match ping {
         Ok(()) => result.info(format!(
-            "the server answered a ping within {} after that",
+            "the server answered {m} within {} after that",
             crate::duration::fmt_duration(limits.ping_timeout)
         )),
         Err(e) => {
@@ -160,7 +161,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 Some(status) => format!(" (the server had exited: {status})"),
                 None => String::new(),
             };
-            result.note(Verdict::Fail, format!("after its oversize frame was skipped, ping: {e}{exited}"))
+            result.note(Verdict::Fail, format!("after its oversize frame was skipped, {m}: {e}{exited}"))
         }
     }
     target.account("response-limits", &session, &mut inbound);
