@@ -5,8 +5,9 @@
 //! matches `framer/probe/report.schema.json`; usage errors (unknown tools
 //! and arguments included) and a server that cannot start exit with 2.
 //!
-//! The probe binary is `probe_cli` (this crate's thin wrapper around
-//! `mcp_probe::main`), since a test can only name its own package's binaries.
+//! The probe binary is `probe_cli` (the `mcp-probe` binary's own `main.rs`,
+//! built in this crate), since a test can only name its own package's
+//! binaries.
 
 #![cfg(unix)]
 
@@ -311,6 +312,47 @@ fn a_quadratic_reader_is_slow_not_limited() {
 }
 
 #[test]
+fn a_slow_but_steady_reader_is_slow_not_deaf() {
+    // 400 ms per MiB read: the answers grow in step with the size, and the
+    // first request over --step-timeout is due, at that growth, well after
+    // it: slow (WARN), not deaf.
+    let run =
+        probe(&["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "1s"], &["--slow-reader", "400"]);
+    run.no_fails();
+    assert_eq!(run.verdict("request-size"), "WARN", "{}", run.text);
+    let evidence = run.evidence("request-size");
+    assert!(evidence.contains("slow, not deaf: its answers grew"), "{evidence}");
+    assert!(evidence.contains("the server reads slowly"), "{evidence}");
+    assert!(run.check("request-size")["measurements"]["stalled_at"].as_u64().is_some(), "{evidence}");
+}
+
+#[test]
+fn a_reader_deaf_past_its_cap_fails_with_its_limit_bisected() {
+    // Stops reading once it holds over 3,000,000 bytes of one line, and
+    // stays alive: the 4 MiB request stalls although the growth so far had
+    // it due within about 2 s; bisection finds the cap.
+    let cap = 3_000_000u64;
+    let run = probe(
+        &["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "8s", "--bisect-steps", "6"],
+        &["--deaf-reader-over", "3000000"],
+    );
+    run.only_fails(
+        "request-size",
+        &["the server stayed alive but went deaf: a request of 4194304 bytes was not taken", "deaf, not slow"],
+    );
+    let measured = &run.check("request-size")["measurements"];
+    let (lo, hi) = (measured["largest_answered"].as_u64().unwrap_or(0), measured["first_failed"].as_u64().unwrap_or(0));
+    // Six steps between 2 MiB and 4 MiB leave 32 KiB; a request's line is
+    // its size less the newline.
+    assert!(lo <= cap + 1 && hi > cap && hi - lo <= 32 << 10, "{lo}..{hi}:\n{}", run.text);
+    let evidence = run.evidence("request-size");
+    assert!(
+        evidence.contains(&format!("largest request answered: {lo} bytes; smallest failing: {hi} bytes")),
+        "{evidence}"
+    );
+}
+
+#[test]
 fn a_cancelled_call_that_leaves_its_child_fails_cancellation() {
     let run = probe(&[], &["--orphan-child"]);
     run.only_fails("cancellation", &["process(es) the cancelled call started still alive", "(sleep 12)", "pid "]);
@@ -362,7 +404,8 @@ fn a_legacy_only_server_passes_after_the_fallback() {
 #[test]
 fn going_deaf_after_a_large_request_fails_request_size() {
     let run = probe(&[], &["--deaf-over", "600000"]);
-    run.only_fails("request-size", &["went deaf after a request of 1048576 bytes", "ping: no answer"]);
+    // The fixture serves the modern era: its liveness request is server/discover.
+    run.only_fails("request-size", &["went deaf after a request of 1048576 bytes", "server/discover: no answer"]);
     assert_eq!(run.check("request-size")["measurements"]["largest_answered"], 524288);
 }
 
@@ -377,7 +420,7 @@ fn dropping_the_rest_of_a_read_fails_framing() {
     // The defect breaks most checks (it loses any message sent right after
     // another); framing is the one that names it.
     let run = probe(&["--only", "framing"], &["--drop-rest-of-read"]);
-    run.only_fails("framing", &["two pings in one write: answered 1 of 2"]);
+    run.only_fails("framing", &["two server/discover requests in one write: answered 1 of 2"]);
     assert_eq!(run.verdict("shutdown"), "SKIP");
 }
 
@@ -386,7 +429,7 @@ fn exiting_after_a_large_result_fails_response_limits() {
     // The server is gone after its large result, so the backpressure check
     // (the same tool) fails too: leave it out.
     let run = probe(&["--skip", "backpressure"], &["--exit-after-large"]);
-    run.only_fails("response-limits", &["after its oversize frame was skipped, ping:", "exit status: 5"]);
+    run.only_fails("response-limits", &["after its oversize frame was skipped, server/discover:", "exit status: 5"]);
     assert!(run.evidence("backpressure").starts_with("skipped: not selected"));
 }
 

@@ -1,7 +1,7 @@
 //! The command line: every limit and every time is a flag with a default;
-//! [`Args::into_options`] turns it into the library's [`Options`].
+//! [`Cli::into_options`] turns it into the library's [`Options`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
@@ -23,7 +23,7 @@ use crate::options::{FailOn, Limits, Options, ToolSpec, parse_duration, parse_si
 6 response-limits, 7 backpressure, 8 cancellation, 9 shutdown.\n\
 Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
 Example: mcp-probe --large 'dump {\"bytes\":4000000}' --slow 'count {\"seconds\":10}' -- python server.py")]
-pub(crate) struct Args {
+pub struct Cli {
     /// List the server's tools with their input schemas (and which look
     /// suitable for --large and --slow), then exit.
     #[arg(long)]
@@ -136,9 +136,26 @@ fn parse_era(text: &str) -> Result<EraArg, String> {
     }
 }
 
-impl Args {
-    /// The library's options.
-    pub(crate) fn into_options(self) -> Options {
+impl Cli {
+    /// The process's arguments, parsed; on `--help` or `--version` prints
+    /// and exits with 0, on a usage error prints it and exits with 2.
+    pub fn from_env() -> Cli {
+        Cli::parse()
+    }
+
+    /// `--json FILE`: where the report's JSON goes, if anywhere.
+    pub fn json(&self) -> Option<&Path> {
+        self.json.as_deref()
+    }
+
+    /// `--list-tools`: list the server's tools instead of running checks.
+    pub fn list_tools(&self) -> bool {
+        self.list_tools
+    }
+
+    /// The library's options: the server command, the checks and tools
+    /// selected, and every limit.
+    pub fn into_options(self) -> Options {
         let limits = Limits {
             init_timeout: self.init_timeout,
             step_timeout: self.step_timeout,
@@ -196,24 +213,24 @@ mod tests {
 
     #[test]
     fn the_flags_defaults_are_the_librarys() {
-        let args = Args::try_parse_from(["mcp-probe", "--", "x"]).unwrap();
+        let args = Cli::try_parse_from(["mcp-probe", "--", "x"]).unwrap();
         assert!(!args.list_tools);
         let options = args.into_options();
         assert_eq!(options.limits, Limits::default());
         assert_eq!((options.fail_on, options.era), (FailOn::Fail, None));
         assert_eq!(options.protocol_version, Options::new(vec![]).protocol_version);
-        let warn = Args::try_parse_from(["mcp-probe", "--fail-on", "warn", "--era", "modern", "--", "x"]).unwrap();
+        let warn = Cli::try_parse_from(["mcp-probe", "--fail-on", "warn", "--era", "modern", "--", "x"]).unwrap();
         assert_eq!(warn.fail_on, FailOn::Warn);
         assert_eq!(warn.era, EraArg(Some(mcp_framer_stdio::host::Era::Modern)));
-        assert!(Args::try_parse_from(["mcp-probe", "--fail-on", "never", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["mcp-probe", "--fail-on", "never", "--", "x"]).is_err());
     }
 
     #[test]
     fn the_server_command_follows_the_double_dash() {
-        let args = Args::try_parse_from(["mcp-probe", "--only", "bad-input,9", "--", "node", "--x", "s.js"]).unwrap();
+        let args = Cli::try_parse_from(["mcp-probe", "--only", "bad-input,9", "--", "node", "--x", "s.js"]).unwrap();
         assert_eq!(args.command, ["node", "--x", "s.js"]);
         assert_eq!(args.only, [CheckId::BadInput, CheckId::Shutdown]);
-        assert!(Args::try_parse_from(["mcp-probe"]).is_err(), "a server command is required");
-        assert!(Args::try_parse_from(["mcp-probe", "--only", "nope", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["mcp-probe"]).is_err(), "a server command is required");
+        assert!(Cli::try_parse_from(["mcp-probe", "--only", "nope", "--", "x"]).is_err());
     }
 }

@@ -58,6 +58,14 @@ const TABLE: &[Row] = &[
                  pending request is lost; keep requests under 10 MiB or skip oversize lines instead",
     },
     Row {
+        behaviour: "deaf-over-10mib",
+        sdks: &[TS],
+        fingerprint: true,
+        advice: "its ReadBuffer has a 10 MiB cap (typescript-sdk #2239): past it the transport closes, and a \
+                 process that outlives its transport stays alive but answers nothing; exit when the transport \
+                 closes, and keep requests under 10 MiB",
+    },
+    Row {
         behaviour: "slow-large-request",
         sdks: &[TS],
         fingerprint: false,

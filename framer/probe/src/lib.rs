@@ -7,8 +7,9 @@
 //! mcp-probe --fail-on warn --json report.json --large 'dump {"bytes":4000000}' --slow 'count {"seconds":10}' -- python server.py
 //! ```
 //!
-//! Nine checks, each run against a fresh server process (in its own process
-//! group, killed at the end): stdout hygiene, handshake, bad input, incoming
+//! Nine checks, each run against a fresh server process (the root of a
+//! process tree of its own, killed at the end: a process group on unix, a
+//! Job Object on Windows): stdout hygiene, handshake, bad input, incoming
 //! size limit, framing, response limits, backpressure, cancellation and
 //! shutdown. Each gives a [`Verdict`], the evidence and one line on why it
 //! matters; see the README for the criteria. The era is found once, as the
@@ -16,7 +17,9 @@
 //! error or timeout.
 //!
 //! The library's surface: [`run`] with [`Options`] (and their [`Limits`]),
-//! the [`Report`] with its [`Verdict`]s, [`list_tools`], and [`ProbeError`].
+//! the [`Report`] with its [`Verdict`]s, [`list_tools`], and [`ProbeError`];
+//! [`Cli`] is the command line the `mcp-probe` binary parses into
+//! [`Options`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcp_probe::ProbeError> {
@@ -34,28 +37,29 @@
 mod check_id;
 mod checks;
 mod cli;
+mod duration;
 mod error;
 mod hints;
 mod options;
+mod processes;
 mod progress;
 mod raw;
 mod report;
 mod target;
 mod tools;
 
-use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use clap::Parser;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use check_id::CheckId;
+pub use cli::Cli;
 pub use error::ProbeError;
 pub use options::{FailOn, Limits, Options, ToolSpec};
-pub use report::{CheckResult, Hint, Leftover, Opening, Report, SCHEMA, SCHEMA_VERSION, Summary, Verdict};
+pub use processes::Leftover;
+pub use report::{CheckResult, Hint, Opening, Report, SCHEMA, SCHEMA_VERSION, Summary, Verdict};
 pub use tools::{ToolInfo, ToolList};
 
 /// Runs the selected checks against the server and returns the report.
-/// Every server process group it started is killed before it returns.
+/// Every server process tree it started is killed before it returns.
 ///
 /// The server is started once first: to tell "cannot start" from a failing
 /// check, to find its era, and to check `--large` and `--slow` against its
@@ -68,7 +72,7 @@ pub async fn run(options: Options) -> Result<Report, ProbeError> {
         target.kill_all().await;
         return Err(e);
     }
-    target.kill_groups();
+    target.kill_trees();
     let checks = checks::run_all(&target).await;
     let leftover_processes = target.kill_all().await;
     let server_info = target.server_info.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -105,54 +109,4 @@ pub async fn list_tools(options: Options) -> Result<ToolList, ProbeError> {
     let listed = tools::list(&target).await;
     target.kill_all().await;
     listed
-}
-
-/// The command-line entry point: parses the arguments, runs the probe,
-/// prints the report, writes the JSON file. Exit status 0 (nothing at or
-/// over `--fail-on`), 1 (something is) or 2 (usage error, unknown tool,
-/// server not startable, report not writable).
-pub fn main() -> ExitCode {
-    let args = cli::Args::parse();
-    let json = args.json.clone();
-    let list = args.list_tools;
-    let options = args.into_options();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("mcp-probe: could not start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if list {
-        let listed = runtime.block_on(list_tools(options));
-        runtime.shutdown_timeout(Duration::from_millis(100));
-        return match listed {
-            Ok(list) => {
-                print!("{}", list.to_text());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("mcp-probe: {e}");
-                ExitCode::from(2)
-            }
-        };
-    }
-    let report = match runtime.block_on(run(options)) {
-        Ok(report) => report,
-        Err(e) => {
-            eprintln!("mcp-probe: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    // Tasks still blocked on a dead server's pipes are not waited for.
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    print!("{}", report.to_text());
-    if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
-        if let Err(e) = std::fs::write(&path, text + "\n") {
-            eprintln!("mcp-probe: could not write {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    }
-    ExitCode::from(report.summary.exit_code as u8)
 }

@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use mcp_framer::{Config, Event, Framer, OversizePolicy};
 use mcp_framer_jsonrpc::{Encoder, Id, Kind, OwnedId, parse};
+use mcp_framer_stdio::tree::{self, Child, Killer};
 use mcp_framer_stdio::{Keep, Preview};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin};
+use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
 
@@ -115,6 +116,7 @@ pub(crate) struct RawConn {
     paused: watch::Sender<bool>,
     counters: Arc<RawCounters>,
     child: Child,
+    killer: Killer,
     next_id: i64,
     excerpt: usize,
     liveness: (&'static str, serde_json::Value),
@@ -123,17 +125,17 @@ pub(crate) struct RawConn {
 }
 
 impl RawConn {
-    /// Spawns the target's server in a new process group.
-    /// Spawns `command` in a new process group; returns it with its pid.
-    pub(crate) fn spawn(mut command: tokio::process::Command, setup: RawSetup) -> io::Result<RawConn> {
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        #[cfg(unix)]
-        command.process_group(0);
-        let mut child = command.spawn()?;
+    /// Spawns `command` on piped stdio as the root of a process tree of its
+    /// own (the stdio crate's [`tree`]: a process group on unix, a Job
+    /// Object on Windows), killed with the connection or by its
+    /// [`killer`](RawConn::killer).
+    pub(crate) fn spawn(mut command: Command, setup: RawSetup) -> io::Result<RawConn> {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let (mut child, killer) = tree::spawn(&mut command, true)?;
         let missing = || io::Error::other("the child's stdio was not piped");
-        let stdin = child.stdin.take().ok_or_else(missing)?;
-        let mut stdout = child.stdout.take().ok_or_else(missing)?;
-        let mut stderr = child.stderr.take().ok_or_else(missing)?;
+        let stdin = child.take_stdin().ok_or_else(missing)?;
+        let mut stdout = child.take_stdout().ok_or_else(missing)?;
+        let mut stderr = child.take_stderr().ok_or_else(missing)?;
         let counters = Arc::new(RawCounters { queued_at_resume: AtomicU64::new(u64::MAX), ..RawCounters::default() });
         let (events_tx, events) = mpsc::unbounded_channel();
         let (paused, mut paused_rx) = watch::channel(false);
@@ -196,6 +198,7 @@ impl RawConn {
             paused,
             counters,
             child,
+            killer,
             next_id: 1,
             excerpt,
             liveness,
@@ -343,14 +346,24 @@ impl RawConn {
             Some(_) => Ok(started.elapsed()),
             None => Err(match self.exit_status() {
                 Some(status) => format!("the server exited ({status})"),
-                None => format!("no answer within {}", crate::report::fmt_duration(limit)),
+                None => format!("no answer within {}", crate::duration::fmt_duration(limit)),
             }),
         }
     }
 
-    /// The server's process id.
+    /// The server's process id (on unix also its process group's).
     pub(crate) fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// What kills the server's whole tree.
+    pub(crate) fn killer(&self) -> Killer {
+        self.killer.clone()
+    }
+
+    /// The liveness request's method: `ping` or `server/discover`.
+    pub(crate) fn liveness_method(&self) -> &'static str {
+        self.liveness.0
     }
 
     /// Opens the session with `opening`: `server/discover` (modern), or
@@ -369,7 +382,7 @@ impl RawConn {
         let response = self
             .response(id, limit)
             .await
-            .ok_or_else(|| format!("{method} was not answered within {}", crate::report::fmt_duration(limit)))?;
+            .ok_or_else(|| format!("{method} was not answered within {}", crate::duration::fmt_duration(limit)))?;
         if method == "initialize" {
             self.write(&Self::notification_frame("notifications/initialized", &serde_json::Value::Null), limit)
                 .await

@@ -9,15 +9,12 @@
 //! the default `fail`, its meaning is version 1's).
 
 use std::fmt::{self, Write as _};
-use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// Formats a duration for evidence: `850 ms`, `2.00 s`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
-    if d < Duration::from_secs(1) { format!("{} ms", d.as_millis()) } else { format!("{:.2} s", d.as_secs_f64()) }
-}
+use crate::options::FailOn;
+use crate::processes::{Leftover, SCANS_PROCESSES};
 
 /// The name of the report's JSON schema.
 pub const SCHEMA: &str = "mcp-probe-report";
@@ -132,23 +129,6 @@ impl CheckResult {
     }
 }
 
-/// A process of the server's group found alive when the probe ended.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct Leftover {
-    /// Its process id.
-    pub pid: u32,
-    /// Its command name (`/proc/PID/comm`).
-    pub comm: String,
-    /// Its command line (`/proc/PID/cmdline`, arguments joined by spaces).
-    pub cmdline: String,
-}
-
-impl fmt::Display for Leftover {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pid {} ({})", self.pid, if self.cmdline.is_empty() { &self.comm } else { &self.cmdline })
-    }
-}
-
 /// How the sessions were opened: the era the first handshake found.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Opening {
@@ -218,8 +198,8 @@ pub struct Report {
     pub checks: Vec<CheckResult>,
     /// Known SDK behaviours behind the verdicts.
     pub hints: Vec<Hint>,
-    /// Processes of any server's group still alive after the probe killed
-    /// the group (should be empty).
+    /// Processes of any server's tree still alive after the probe killed
+    /// the tree (should be empty; Linux only, see the text report).
     pub leftover_processes: Vec<Leftover>,
     /// The counts.
     pub summary: Summary,
@@ -227,11 +207,11 @@ pub struct Report {
 
 impl Report {
     /// Fills in the summary from the checks.
-    pub(crate) fn summarize(&mut self, fail_on: crate::options::FailOn) {
+    pub(crate) fn summarize(&mut self, fail_on: FailOn) {
         let count = |v| self.checks.iter().filter(|c| c.verdict == v).count();
         let (pass, warn, fail, skip) =
             (count(Verdict::Pass), count(Verdict::Warn), count(Verdict::Fail), count(Verdict::Skip));
-        let warned = fail_on == crate::options::FailOn::Warn && warn > 0;
+        let warned = fail_on == FailOn::Warn && warn > 0;
         let exit_code = i32::from(fail > 0 || warned || !self.leftover_processes.is_empty());
         self.summary = Summary { pass, warn, fail, skip, exit_code };
     }
@@ -278,7 +258,7 @@ impl Report {
         for hint in &self.hints {
             let _ = writeln!(out, "hint ({}, {}): {}: {}", hint.check, hint.behaviour, hint.sdk, hint.advice);
         }
-        if !crate::target::SCANS_PROCESSES {
+        if !SCANS_PROCESSES {
             let _ = writeln!(out, "processes left behind: not checked on this platform (the scan reads Linux's /proc)");
         } else if self.leftover_processes.is_empty() {
             let _ = writeln!(out, "every server process group is gone");

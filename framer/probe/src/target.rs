@@ -1,6 +1,6 @@
-//! The server under test: how to start it (once per check, each in its own
-//! process group), the `initialize` it gets, and the clean-up that kills
-//! every group at the end.
+//! The server under test: how to start it (once per check, each as the
+//! root of a process tree of its own), the `initialize` it gets, and the
+//! clean-up that kills every tree at the end.
 
 use std::io;
 use std::sync::Mutex;
@@ -16,8 +16,8 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use crate::options::{Limits, Options};
+use crate::processes::{Leftover, Trees};
 use crate::raw::{RawConn, RawEvent, RawSetup};
-use crate::report::Leftover;
 
 /// Lines on stdout that were not JSON-RPC, from every server the probe ran.
 #[derive(Debug, Default)]
@@ -77,7 +77,7 @@ pub(crate) struct Target {
     pub(crate) limits: Limits,
     /// The era and versions, once the first handshake found them.
     pub(crate) opened: Mutex<Option<Opened>>,
-    groups: Mutex<Vec<u32>>,
+    trees: Trees,
     /// Non-JSON-RPC stdout lines seen by every check.
     pub noise: Mutex<Noise>,
     /// The server's `serverInfo`, once a check saw it.
@@ -91,7 +91,7 @@ impl Target {
             limits: options.limits.clone(),
             options,
             opened: Mutex::new(None),
-            groups: Mutex::new(Vec::new()),
+            trees: Trees::default(),
             noise: Mutex::default(),
             server_info: Mutex::new(None),
         }
@@ -152,14 +152,14 @@ impl Target {
         }
     }
 
-    /// Spawns the server on raw pipes (in its own process group, killed at
-    /// the end).
+    /// Spawns the server on raw pipes (the root of a tree of its own,
+    /// killed at the end).
     pub(crate) fn spawn_raw(&self) -> io::Result<RawConn> {
         let setup =
             RawSetup { max_frame: self.limits.max_frame, excerpt: self.limits.excerpt, liveness: self.liveness() };
         let conn = RawConn::spawn(self.command(), setup)?;
         if let Some(pid) = conn.pid() {
-            self.register(pid);
+            self.trees.add(pid, Some(conn.killer()));
         }
         Ok(conn)
     }
@@ -182,11 +182,6 @@ impl Target {
             Ok(_) | Err(RequestError::Rpc { .. }) => Ok(started.elapsed()),
             Err(e) => Err(e.to_string()),
         }
-    }
-
-    /// Remembers a process group to kill at the end.
-    pub(crate) fn register(&self, pgid: u32) {
-        self.groups.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
     }
 
     /// The `initialize` params the probe sends.
@@ -216,7 +211,7 @@ impl Target {
     pub(crate) fn spawn(&self, config: SessionConfig) -> io::Result<(Session, InboundQueue)> {
         let spawned = Session::spawn(self.command(), config)?;
         if let Some(pid) = spawned.0.pid() {
-            self.register(pid);
+            self.trees.add(pid, None);
         }
         Ok(spawned)
     }
@@ -266,12 +261,10 @@ impl Target {
         noise.stderr_bytes += session.metrics().stderr_bytes;
     }
 
-    /// Sends SIGKILL to every process group started so far (they stay
-    /// listed for [`kill_all`](Target::kill_all)).
-    pub(crate) fn kill_groups(&self) {
-        for &pgid in self.groups.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            kill_group(pgid);
-        }
+    /// Kills every server tree started so far (they stay listed for
+    /// [`kill_all`](Target::kill_all)).
+    pub(crate) fn kill_trees(&self) {
+        self.trees.kill();
     }
 
     /// Notes the lines a raw connection saw on stdout that were not
@@ -286,22 +279,10 @@ impl Target {
         noise.stderr_bytes += conn.counters().stderr_bytes.load(std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Kills every process group the probe started and lists the processes
-    /// of those groups still alive afterwards.
+    /// Kills every server tree the probe started and lists their
+    /// processes still alive afterwards.
     pub(crate) async fn kill_all(&self) -> Vec<Leftover> {
-        let groups = std::mem::take(&mut *self.groups.lock().unwrap_or_else(|e| e.into_inner()));
-        for &pgid in &groups {
-            kill_group(pgid);
-        }
-        // The kernel needs a moment to take killed processes down; poll.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        loop {
-            let left = group_members(&groups);
-            if left.is_empty() || tokio::time::Instant::now() >= deadline {
-                return left;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.trees.kill_all().await
     }
 }
 
@@ -312,75 +293,4 @@ pub(crate) fn note_skipped(noise: &mut Noise, check: &str, skipped: &SkippedFram
         SkippedFrame::Invalid { len, excerpt, .. } => noise.line(check, *len, &excerpt.to_text()),
         _ => {}
     }
-}
-
-/// Whether this platform lets the probe list a server's processes (the scan
-/// reads Linux's `/proc`); where it does not, the checks say so.
-pub(crate) const SCANS_PROCESSES: bool = cfg!(target_os = "linux");
-
-/// What the evidence says where [`SCANS_PROCESSES`] is false.
-pub(crate) const NO_SCAN: &str =
-    "the server's child processes are not checked on this platform (the scan reads Linux's /proc)";
-
-/// Sends SIGKILL to process group `pgid` (ignoring a group that is gone).
-/// On Windows nothing: every session's server runs in a Job Object of its
-/// own, terminated when the session is dropped.
-#[cfg(not(unix))]
-pub(crate) fn kill_group(_pgid: u32) {}
-
-/// Sends SIGKILL to process group `pgid` (ignoring a group that is gone).
-#[cfg(unix)]
-pub(crate) fn kill_group(pgid: u32) {
-    let Some(pid) = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw) else {
-        return;
-    };
-    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-}
-
-/// `/proc/PID/cmdline`, its arguments joined by spaces (empty if gone).
-#[cfg(unix)]
-pub(crate) fn cmdline(pid: u32) -> String {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let args: Vec<String> =
-        raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-    args.join(" ")
-}
-
-/// Live processes whose process group is one of `groups`: the scan reads
-/// Linux's `/proc`, so on other platforms none are found (the checks that
-/// compare a server's children before and after say so in their evidence).
-#[cfg(not(unix))]
-pub(crate) fn group_members(_groups: &[u32]) -> Vec<Leftover> {
-    Vec::new()
-}
-
-/// Live (not zombie) processes whose process group is one of `groups`,
-/// read from `/proc`.
-#[cfg(unix)]
-pub(crate) fn group_members(groups: &[u32]) -> Vec<Leftover> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut left = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid pgrp ...: comm may hold spaces and parens.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2).and_then(|p| p.parse::<u32>().ok())) else {
-            continue;
-        };
-        if *state != "Z" && groups.contains(&pgrp) {
-            let comm = head.split_once('(').map(|(_, c)| c.to_owned()).unwrap_or_default();
-            left.push(Leftover { pid, comm, cmdline: cmdline(pid) });
-        }
-    }
-    left
 }

@@ -236,7 +236,7 @@ pub(crate) async fn open_and_list(target: &Target) -> Result<(), ProbeError> {
         Ok(conn) => drop(conn),
         Err(e) => return Err(ProbeError::Spawn(e)),
     }
-    target.kill_groups();
+    target.kill_trees();
     let Ok(started) = target.start(target.session_config()).await else { return Ok(()) };
     if started.opened.capabilities().and_then(|c| c.get("tools")).is_none() {
         return Ok(());
@@ -252,7 +252,7 @@ pub(crate) async fn list(target: &Target) -> Result<ToolList, ProbeError> {
     if let Err(e) = target.spawn_raw() {
         return Err(ProbeError::Spawn(e));
     }
-    target.kill_groups();
+    target.kill_trees();
     let started = target.start(target.session_config()).await.map_err(ProbeError::NoTools)?;
     let (tools, _) = list_all(target, &started.session).await.map_err(ProbeError::NoTools)?;
     Ok(ToolList {

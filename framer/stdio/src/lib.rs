@@ -23,7 +23,9 @@
 //! subprocess captures and body previews on the server).
 //!
 //! Each item has one path: `mcp_framer_stdio::host::…`,
-//! `mcp_framer_stdio::server::…`, or the crate root for what both share.
+//! `mcp_framer_stdio::server::…`, or the crate root for what both share;
+//! [`tree`] is the process-tree spawn and kill both use, public for a
+//! program that drives a child's pipes itself.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -46,7 +48,7 @@ pub mod server;
 mod setters;
 
 #[cfg(any(feature = "host", feature = "server"))]
-mod tree;
+pub mod tree;
 
 #[cfg(any(feature = "host", feature = "server"))]
 pub use preview::{Keep, Preview, Previewer};

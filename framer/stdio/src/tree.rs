@@ -1,16 +1,38 @@
 //! Process trees: a child process and everything it starts, stopped as one.
 //!
-//! On unix the child leads a new process group (`process_group(0)`) and the
-//! group is signalled with rustix. On Windows the child is created in a Job
-//! Object of its own by process-wrap (created suspended, assigned to the
-//! job, then resumed, so nothing it starts escapes), the job is closed with
-//! kill-on-close, and terminating the job ends every process in it.
+//! On unix the child leads a new process group (`process_group(0)`, so its
+//! pid is the group's id) and the group is signalled with rustix. On
+//! Windows the child is created in a Job Object of its own by process-wrap
+//! (created suspended, assigned to the job, then resumed, so nothing it
+//! starts escapes), the job is closed with kill-on-close, and terminating
+//! the job ends every process in it.
 //!
 //! This is the crate's only platform-specific process code: the host's
 //! connection and supervisor and the server's scopes use [`spawn`], a
 //! [`Child`] to wait on and a [`Killer`] to stop it, and nothing else; the
 //! host's tasks also hold a `Guard`, which kills the tree when the runtime
 //! drops them before their end.
+//!
+//! The public part is [`spawn`], [`Child`] and [`Killer::kill`], for a
+//! program that drives a child's pipes itself (as `mcp-probe` does) and
+//! still wants its whole tree stopped on both platforms:
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use std::process::Stdio;
+//! use mcp_framer_stdio::tree;
+//!
+//! let mut command = tokio::process::Command::new("node");
+//! command.arg("server.js").stdin(Stdio::piped()).stdout(Stdio::piped());
+//! let (mut child, killer) = tree::spawn(&mut command, true)?;
+//! let stdin = child.take_stdin();
+//! // ... drive the server ...
+//! killer.kill()?; // the server and everything it started
+//! let status = child.wait().await?;
+//! # drop((stdin, status));
+//! # Ok(())
+//! # }
+//! ```
 
 use std::io;
 use std::process::ExitStatus;
@@ -19,9 +41,11 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 
 /// Spawns `command` (with its stdio as configured and `kill_on_drop`), as
 /// the root of a tree of its own when `tree` is set, the child alone
-/// otherwise. On Windows the creation flags of a tree's `command` are the
-/// job's (suspended until assigned).
-pub(crate) fn spawn(command: &mut Command, tree: bool) -> io::Result<(Child, Killer)> {
+/// otherwise. On unix a tree's `command` gets `process_group(0)`; on
+/// Windows its creation flags are the job's (suspended until assigned),
+/// and dropping the [`Child`] and every [`Killer`] closes the job, which
+/// ends every process in it. The error is the spawn's.
+pub fn spawn(command: &mut Command, tree: bool) -> io::Result<(Child, Killer)> {
     command.kill_on_drop(true);
     imp::spawn(command, tree)
 }
@@ -61,6 +85,9 @@ mod imp {
         }
         pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
             self.0.wait().await
+        }
+        pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+            self.0.try_wait()
         }
     }
 
@@ -188,6 +215,12 @@ mod imp {
             })
             .await
         }
+        /// The child itself, as [`wait`](Child::wait).
+        pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+            let mut child = lock(&self.shared);
+            let main: &mut dyn ChildWrapper = if self.tree { child.inner_mut() } else { &mut **child };
+            main.try_wait()
+        }
     }
 
     #[derive(Clone)]
@@ -229,35 +262,43 @@ mod imp {
     }
 }
 
-/// A spawned child: its pipes, its pid and its exit.
+/// A spawned child: its pipes, its pid and its exit. Dropping it kills the
+/// child (`kill_on_drop`); on Windows the job goes with the last of it and
+/// its [`Killer`]s.
 #[derive(Debug)]
-pub(crate) struct Child(imp::Child);
+pub struct Child(imp::Child);
 
 impl Child {
     /// The child's pid; `None` once it has been reaped.
-    pub(crate) fn id(&self) -> Option<u32> {
+    pub fn id(&self) -> Option<u32> {
         self.0.id()
     }
 
     /// Takes the child's stdin, if piped and not taken yet.
-    pub(crate) fn take_stdin(&mut self) -> Option<ChildStdin> {
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.0.stdin()
     }
 
     /// Takes the child's stdout, if piped and not taken yet.
-    pub(crate) fn take_stdout(&mut self) -> Option<ChildStdout> {
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
         self.0.stdout()
     }
 
     /// Takes the child's stderr, if piped and not taken yet.
-    pub(crate) fn take_stderr(&mut self) -> Option<ChildStderr> {
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
         self.0.stderr()
     }
 
     /// Waits for the child itself to exit and reaps it (not the rest of its
     /// tree). Cancel-safe.
-    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         self.0.wait().await
+    }
+
+    /// The child's exit status if it has exited (and reaps it), `None` while
+    /// it runs; never waits. Like [`wait`](Child::wait), the child itself.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        self.0.try_wait()
     }
 }
 
@@ -267,7 +308,7 @@ impl Child {
 /// afterwards); a group id is not reused while any member lives, and a
 /// job is a handle of its own, so trees are safe to kill at any time.
 #[derive(Clone, Debug)]
-pub(crate) struct Killer(imp::Killer);
+pub struct Killer(imp::Killer);
 
 impl Killer {
     #[cfg(feature = "host")]
@@ -278,7 +319,7 @@ impl Killer {
 
     /// Kills at once: SIGKILL to the group (or the pid) on unix, the job
     /// (or the process) terminated on Windows. A tree already gone is `Ok`.
-    pub(crate) fn kill(&self) -> io::Result<()> {
+    pub fn kill(&self) -> io::Result<()> {
         self.0.kill()
     }
 

@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | `--banner` | a line on stdout before anything | 1 stdout-hygiene |
 //! | `--deaf-over N` | stops reading and answering after a line over N bytes | 4 request-size |
+//! | `--deaf-reader-over N` | stops reading (and stays alive) once it holds more than N bytes of an unfinished line, as a capped read buffer whose process outlives its transport | 4 request-size, the limit bisected |
 //! | `--exit-over N` | exits on a line over N bytes | 4 request-size |
 //! | `--blocking-writes` | writes results from the reading thread, so it reads nothing while a write blocks | 7 backpressure |
 //! | `--ignore-cancel` | `slow` keeps going (and sending progress) after a cancel | 8 cancellation |
@@ -29,6 +30,7 @@
 //! |---|---|---|
 //! | `--silent-on-malformed` | no reply to a line it cannot read (as the TypeScript and Python SDKs) | 3 bad-input WARN, exit 0 |
 //! | `--quadratic-reader` | joins every 4 KiB read onto its whole buffer, sleeping 1 ms per MiB held: large requests are slow to read | 4 request-size not FAIL; latency reported |
+//! | `--slow-reader MS` | sleeps MS ms per MiB read: the answer time grows in step with the size | 4 request-size not FAIL ("slow, not deaf") |
 //! | `--modern-only` | 2026-07-28 only: answers `server/discover`; `initialize` and `ping` get -32601 | handshake PASS, modern era |
 //! | `--legacy-only` | answers `initialize` only: `server/discover` gets -32601 | handshake PASS, legacy era |
 //!
@@ -97,6 +99,14 @@ pub struct Args {
     /// and sleeping 1 ms per MiB held (a quadratic reader).
     #[arg(long)]
     pub quadratic_reader: bool,
+    /// Read stdin 64 KiB at a time and stop reading for good (staying
+    /// alive) once more than this many bytes of an unfinished line are held.
+    #[arg(long, value_name = "BYTES")]
+    pub deaf_reader_over: Option<usize>,
+    /// Read stdin 64 KiB at a time, sleeping this many milliseconds per MiB
+    /// read (a slow but steady reader).
+    #[arg(long, value_name = "MS")]
+    pub slow_reader: Option<u64>,
     /// Serve only the 2026-07-28 era: `initialize` and `ping` get -32601.
     #[arg(long, conflicts_with = "legacy_only")]
     pub modern_only: bool,
@@ -287,6 +297,10 @@ pub fn main() -> ExitCode {
         }
         return at_eof(&args);
     }
+    if args.deaf_reader_over.is_some() || args.slow_reader.is_some() {
+        chunked_reader(&args, &out, &cancels, &mut stdin);
+        return at_eof(&args);
+    }
     while let Ok(Some(len)) = read_line(&mut stdin, args.request_limit, &mut line) {
         if args.exit_over.is_some_and(|n| len > n) {
             eprintln!("probe_fixture: a {len}-byte line; exiting (the --exit-over defect)");
@@ -305,6 +319,51 @@ pub fn main() -> ExitCode {
         handle(&args, &out, &cancels, &line);
     }
     at_eof(&args)
+}
+
+/// Reads stdin 64 KiB at a time for `--deaf-reader-over` and
+/// `--slow-reader`, serving each complete line.
+fn chunked_reader(
+    args: &Args,
+    out: &Out,
+    cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>,
+    stdin: &mut impl io::Read,
+) {
+    let mut chunk = vec![0; 64 << 10];
+    let mut held: Vec<u8> = Vec::new();
+    while let Ok(n) = stdin.read(&mut chunk) {
+        if n == 0 {
+            return;
+        }
+        if let Some(ms) = args.slow_reader {
+            thread::sleep(Duration::from_micros(ms * 1000 * n as u64 / (1 << 20)));
+        }
+        // Only the new bytes are searched: the time grows with the size
+        // alone (and with --slow-reader's sleep).
+        let mut from = held.len();
+        held.extend_from_slice(&chunk[..n]);
+        let over = |len: usize| args.deaf_reader_over.is_some_and(|cap| len > cap);
+        while let Some(at) = held[from..].iter().position(|&b| b == b'\n') {
+            if over(from + at) {
+                go_deaf(from + at);
+            }
+            let line: Vec<u8> = held.drain(..=from + at).collect();
+            handle(args, out, cancels, &line[..line.len() - 1]);
+            from = 0;
+        }
+        if over(held.len()) {
+            go_deaf(held.len());
+        }
+    }
+}
+
+/// The `--deaf-reader-over` defect: reads nothing more, answers nothing,
+/// stays alive.
+fn go_deaf(held: usize) -> ! {
+    eprintln!("probe_fixture: {held} bytes of one line held; reading no more (the --deaf-reader-over defect)");
+    loop {
+        thread::sleep(Duration::from_secs(3600));
+    }
 }
 
 fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>, line: &[u8]) {

@@ -21,7 +21,7 @@ use crate::target::Target;
 const PIPE: u64 = 64 * 1024;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let Some(tool) = &target.options.large else {
         return result.skip("needs a tool with a large result: --large 'NAME {json args}'");
     };
@@ -29,15 +29,17 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, e),
     };
+    // The liveness request: `server/discover` (modern era) or `ping`.
+    let m = conn.liveness_method();
     // Make sure the server is past initialization before the pause.
-    if let Err(e) = conn.ping(args.step_timeout).await {
+    if let Err(e) = conn.ping(limits.step_timeout).await {
         target.account_raw("backpressure", &conn);
-        return result.note(Verdict::Fail, format!("no answer to a first ping: {e}"));
+        return result.note(Verdict::Fail, format!("no answer to a first {m} request: {e}"));
     }
     // The check needs a result larger than a pipe holds: measure it first.
     progress.step(format!("measuring {}", tool.name));
-    let measured = match conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await {
-        Ok(id) => conn.response(id, args.step_timeout).await.map(|m| m.len),
+    let measured = match conn.send_request("tools/call", &target.params(call_params(tool)), limits.step_timeout).await {
+        Ok(id) => conn.response(id, limits.step_timeout).await.map(|m| m.len),
         Err(_) => None,
     };
     match measured {
@@ -58,21 +60,25 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 format!(
                     "tools/call {} was not answered within {}",
                     tool.name,
-                    crate::report::fmt_duration(args.step_timeout)
+                    crate::duration::fmt_duration(limits.step_timeout)
                 ),
             );
         }
     }
-    progress.step(format!("not reading stdout for {} during {}", crate::report::fmt_duration(args.pause), tool.name));
+    progress.step(format!(
+        "not reading stdout for {} during {}",
+        crate::duration::fmt_duration(limits.pause),
+        tool.name
+    ));
     conn.pause(true);
     let paused_at = Instant::now();
-    let Ok(call) = conn.send_request("tools/call", &target.params(call_params(tool)), args.step_timeout).await else {
+    let Ok(call) = conn.send_request("tools/call", &target.params(call_params(tool)), limits.step_timeout).await else {
         conn.pause(false);
         target.account_raw("backpressure", &conn);
         return result.note(Verdict::Fail, "the tools/call could not be written");
     };
     // Let the server start writing and fill the pipe.
-    sleep(args.pause / 4).await;
+    sleep(limits.pause / 4).await;
     let ping = conn.next_id();
     let mut small = conn.liveness_frame(ping, 0);
     small.extend(RawConn::notification_frame(
@@ -80,7 +86,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         &json!({ "requestId": call, "reason": "mcp-probe: backpressure check" }),
     ));
     let big_ping = conn.next_id();
-    let big = conn.liveness_frame(big_ping, args.stdin_probe);
+    let big = conn.liveness_frame(big_ping, limits.stdin_probe);
     let stdin_bytes = (small.len() + big.len()) as u64;
     let Some(mut stdin) = conn.take_stdin() else {
         conn.pause(false);
@@ -97,14 +103,14 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         .await;
         (stdin, outcome.is_ok(), Instant::now())
     });
-    let left = args.pause.saturating_sub(paused_at.elapsed());
+    let left = limits.pause.saturating_sub(paused_at.elapsed());
     let during = timeout(left, &mut writer).await;
     let wrote_during_pause = matches!(&during, Ok(Ok((_, true, _))));
     let write_done_after = match &during {
         Ok(Ok((_, _, at))) => Some(at.duration_since(paused_at)),
         _ => None,
     };
-    sleep(args.pause.saturating_sub(paused_at.elapsed())).await;
+    sleep(limits.pause.saturating_sub(paused_at.elapsed())).await;
     let exited_during_pause = conn.exit_status();
 
     progress.step("reading again");
@@ -113,7 +119,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let mut stdin_back = match during {
         Ok(Ok((stdin, ok, _))) => ok.then_some(stdin),
         Ok(Err(_)) => None,
-        Err(_) => match timeout(args.recover_timeout, writer).await {
+        Err(_) => match timeout(limits.recover_timeout, writer).await {
             Ok(Ok((stdin, ok, _))) => ok.then_some(stdin),
             _ => None,
         },
@@ -121,7 +127,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     if let Some(stdin) = stdin_back.take() {
         conn.put_stdin(stdin);
     }
-    let deadline = resumed + args.recover_timeout;
+    let deadline = resumed + limits.recover_timeout;
     let mut ping_at = None;
     let mut big_ping_at = None;
     let mut call_answer = None;
@@ -165,34 +171,36 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     match (wrote_during_pause, write_done_after) {
         (true, Some(after)) => result.info(format!(
-            "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a ping, a cancel and a {}-byte padded ping) in {}",
-            args.stdin_probe,
-            crate::report::fmt_duration(after)
+            "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a {m} request, a cancel and a {}-byte padded {m} request) in {}",
+            limits.stdin_probe,
+            crate::duration::fmt_duration(after)
         )),
         _ => result.note(
             Verdict::Fail,
             format!(
                 "while its stdout was blocked the server did not read its stdin: {stdin_bytes} bytes (more than a pipe holds) could not be written in {}; a host that writes before it reads deadlocks with this server",
-                crate::report::fmt_duration(args.pause)
+                crate::duration::fmt_duration(limits.pause)
             ),
         ),
     }
     match ping_at {
         Some(after) => result.info(format!(
-            "the ping sent during the pause was answered {} after reading resumed",
-            crate::report::fmt_duration(after)
+            "the {m} request sent during the pause was answered {} after reading resumed",
+            crate::duration::fmt_duration(after)
         )),
         None => result.note(
             Verdict::Fail,
             format!(
-                "the ping sent during the pause was not answered within {} of resuming",
-                crate::report::fmt_duration(args.recover_timeout)
+                "the {m} request sent during the pause was not answered within {} of resuming",
+                crate::duration::fmt_duration(limits.recover_timeout)
             ),
         ),
     }
     if big_ping_at.is_none() && ping_at.is_some() {
-        result
-            .note(Verdict::Warn, format!("the {}-byte padded ping was not answered after resuming", args.stdin_probe));
+        result.note(
+            Verdict::Warn,
+            format!("the {}-byte padded {m} request was not answered after resuming", limits.stdin_probe),
+        );
     }
     match call_answer {
         Some(m) if m.error_code().is_some() => result.info(format!("the cancelled call ended with error {:?}", m.error_code())),

@@ -145,7 +145,7 @@ fn valid_batch(text: &str) -> bool {
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let mut conn = match super::raw_session(target, "bad-input").await {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, e),
@@ -153,14 +153,14 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let mut cases = Vec::new();
     for case in &CASES {
         progress.step(format!("sending {}", case.label));
-        if conn.write(&line_for(target, case.line), args.step_timeout).await.is_err() {
+        if conn.write(&line_for(target, case.line), limits.step_timeout).await.is_err() {
             result.note(
                 Verdict::Fail,
                 format!("{}: the line could not be written: the server stopped reading", case.label),
             );
             break;
         }
-        let deadline = Instant::now() + args.reply_wait;
+        let deadline = Instant::now() + limits.reply_wait;
         let mut reply = None;
         while let Some(event) = conn.next_event(deadline).await {
             match event {
@@ -235,7 +235,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                     Verdict::Fail,
                     format!(
                         "{label}: answered with nothing within {} ({expected}): a host that sends it waits out its timeout",
-                        crate::report::fmt_duration(args.reply_wait)
+                        crate::duration::fmt_duration(limits.reply_wait)
                     ),
                 )
             }
@@ -245,7 +245,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                     Verdict::Warn,
                     format!(
                         "{label}: answered with nothing within {} ({expected}); nothing hangs, since a conforming host never sends this line",
-                        crate::report::fmt_duration(args.reply_wait)
+                        crate::duration::fmt_duration(limits.reply_wait)
                     ),
                 )
             }
@@ -266,7 +266,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             (Some(_), Some(_)) => (Verdict::Warn, format!("{label}: {got} ({expected})")),
         };
         result.note(verdict, what);
-        let ping = conn.ping(args.ping_timeout).await;
+        let ping = conn.ping(limits.ping_timeout).await;
         cases.push(json!({
             "input": case.label,
             "reply": got,
@@ -286,7 +286,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         result.info(format!(
             "the next request ({}) was answered within {} after each of the {} inputs",
             target.liveness().0,
-            crate::report::fmt_duration(args.ping_timeout),
+            crate::duration::fmt_duration(limits.ping_timeout),
             CASES.len()
         ));
     }

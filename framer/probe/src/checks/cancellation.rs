@@ -13,9 +13,10 @@ use mcp_framer_stdio::host::{Era, Inbound};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::processes::{Leftover, group_members};
 use crate::progress::Progress;
-use crate::report::{CheckResult, Leftover, Verdict};
-use crate::target::{Started, Target, group_members};
+use crate::report::{CheckResult, Verdict};
+use crate::target::{Started, Target};
 
 const TOKEN: &str = "mcp-probe-cancel";
 
@@ -42,7 +43,7 @@ fn list(processes: &[Leftover]) -> String {
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let Some(tool) = &target.options.slow else {
         return result.skip("needs a tool that runs for a while: --slow 'NAME {json args}'");
     };
@@ -62,10 +63,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     };
     let id = pending.id();
     // Keep the request alive (dropping it would cancel it) until the cancel.
-    let outcome = tokio::spawn(pending.with_timeout(args.slow_start + args.step_timeout).response());
+    let outcome = tokio::spawn(pending.with_timeout(limits.slow_start + limits.step_timeout).response());
     // Wait until the call shows it runs: its first progress, or a process
     // it started; at most --slow-start.
-    let deadline = started + args.slow_start;
+    let deadline = started + limits.slow_start;
     let mut first_progress = None;
     let mut children = Vec::new();
     while Instant::now() < deadline && first_progress.is_none() && children.is_empty() && !outcome.is_finished() {
@@ -87,7 +88,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Verdict::Warn,
             format!(
                 "could not tell: the slow tool {what} {} after the call, before it could be cancelled (the missing signal: a call still running at the cancel); use longer --slow arguments",
-                crate::report::fmt_duration(started.elapsed())
+                crate::duration::fmt_duration(started.elapsed())
             ),
         );
         return target.account("cancellation", &session, &mut inbound);
@@ -97,15 +98,15 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     children = started_since(pgid, &before);
     match first_progress {
         Some(after) => {
-            result.info(format!("first progress notification {} after the call", crate::report::fmt_duration(after)))
+            result.info(format!("first progress notification {} after the call", crate::duration::fmt_duration(after)))
         }
         None => result.info(format!(
             "no progress notification within {} (progress is optional; judged by the other signals)",
-            crate::report::fmt_duration(started.elapsed())
+            crate::duration::fmt_duration(started.elapsed())
         )),
     }
     // Where the platform lists no processes, that is said once, below.
-    if crate::target::SCANS_PROCESSES {
+    if crate::processes::SCANS_PROCESSES {
         if children.is_empty() {
             result.info("the call started no process in the server's group (none to watch)");
         } else {
@@ -123,9 +124,9 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     // The watch runs while the next request waits for its answer: a message
     // is timed when it arrives, not once a slow answer lets the watch start
     // (which would count what came within the grace as after it).
-    let grace_end = cancelled_at + args.cancel_grace;
-    let watch_end = grace_end + args.cancel_watch;
-    let next = async { target.ping(&session, args.ping_timeout).await.map(|_| cancelled_at.elapsed()) };
+    let grace_end = cancelled_at + limits.cancel_grace;
+    let watch_end = grace_end + limits.cancel_watch;
+    let next = async { target.ping(&session, limits.ping_timeout).await.map(|_| cancelled_at.elapsed()) };
     let watch = async {
         let (mut in_grace, mut after_grace, mut last) = (0u64, 0u64, None::<Duration>);
         let mut late_in_grace = None;
@@ -159,7 +160,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Ok(after) => result.info(format!(
             "the next request ({}) after the cancel was answered in {}",
             target.liveness().0,
-            crate::report::fmt_duration(*after)
+            crate::duration::fmt_duration(*after)
         )),
         Err(e) => result.note(Verdict::Fail, format!("the next request after the cancel failed: {e}")),
     }
@@ -180,16 +181,16 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         if after_grace == 0 {
             result.info(format!(
                 "progress stopped: {in_grace} notification(s) within the {} grace, none in the {} after",
-                crate::report::fmt_duration(args.cancel_grace),
-                crate::report::fmt_duration(args.cancel_watch)
+                crate::duration::fmt_duration(limits.cancel_grace),
+                crate::duration::fmt_duration(limits.cancel_watch)
             ));
         } else {
             result.note(
                 Verdict::Fail,
                 format!(
                     "the producer kept going: {after_grace} progress notification(s) after the {} grace, the last {} after the cancel (2026-07-28: no further message for a cancelled request, progress included)",
-                    crate::report::fmt_duration(args.cancel_grace),
-                    crate::report::fmt_duration(last.unwrap_or_default())
+                    crate::duration::fmt_duration(limits.cancel_grace),
+                    crate::duration::fmt_duration(last.unwrap_or_default())
                 ),
             );
         }
@@ -199,18 +200,18 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         (n, 0, _) => result.info(format!("{n} late response(s) to the cancelled call arrived within the grace (in flight at the cancel: allowed)")),
         (_, n, Era::Modern) => result.note(
             Verdict::Fail,
-            format!("{n} response(s) to the cancelled call arrived after the {} grace: the 2026-07-28 revision says no further message for a cancelled request", crate::report::fmt_duration(args.cancel_grace)),
+            format!("{n} response(s) to the cancelled call arrived after the {} grace: the 2026-07-28 revision says no further message for a cancelled request", crate::duration::fmt_duration(limits.cancel_grace)),
         ),
         (n, _, Era::Legacy) => result.info(format!("{n} late response(s) to the cancelled call arrived (allowed in the legacy era; the host drops them)")),
     }
-    if !crate::target::SCANS_PROCESSES {
-        result.info(crate::target::NO_SCAN);
+    if !crate::processes::SCANS_PROCESSES {
+        result.info(crate::processes::NO_SCAN);
     }
     if !children.is_empty() {
         if survivors.is_empty() {
             result.info(format!(
                 "every process the call started was gone within the {} grace",
-                crate::report::fmt_duration(args.cancel_grace)
+                crate::duration::fmt_duration(limits.cancel_grace)
             ));
         } else {
             result.behaviour("cancel-leaves-child");
@@ -219,7 +220,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 format!(
                     "{} process(es) the cancelled call started still alive {} after the cancel: {}",
                     survivors.len(),
-                    crate::report::fmt_duration(cancelled_at.elapsed()),
+                    crate::duration::fmt_duration(cancelled_at.elapsed()),
                     list(&survivors)
                 ),
             );

@@ -15,7 +15,7 @@ use crate::report::{CheckResult, Verdict};
 use crate::target::{Started, Target};
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     progress.step("server/discover, then initialize");
     let started = Instant::now();
     let Started { session, mut inbound, opened } = match target.start(target.session_config()).await {
@@ -43,8 +43,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     result.info(format!(
         "the handshake was answered in {} (limit {} per request)",
-        crate::report::fmt_duration(took),
-        crate::report::fmt_duration(args.init_timeout)
+        crate::duration::fmt_duration(took),
+        crate::duration::fmt_duration(limits.init_timeout)
     ));
 
     let init = &opened.result;
@@ -83,7 +83,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
 
     progress.step("the next request");
     let (next, _) = target.liveness();
-    match target.ping(&session, args.step_timeout).await {
+    match target.ping(&session, limits.step_timeout).await {
         Ok(_) => result.info(format!("the next request ({next}) was answered")),
         Err(e) => result.note(Verdict::Fail, format!("after the handshake, {next} failed: {e}")),
     }
@@ -125,10 +125,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 );
                 break;
             }
-            Some(_) if pages >= args.max_pages => {
+            Some(_) if pages >= limits.max_pages => {
                 result.note(
                     Verdict::Warn,
-                    format!("tools/list still had a nextCursor after --max-pages {}", args.max_pages),
+                    format!("tools/list still had a nextCursor after --max-pages {}", limits.max_pages),
                 );
                 break;
             }

@@ -9,7 +9,7 @@ use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let mut conn = match target.spawn_raw() {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, format!("the server could not be started: {e}")),
@@ -17,10 +17,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let (method, params) = target.opening_request();
     progress.step(format!("{method}, counting stdout bytes before its answer"));
     let started = Instant::now();
-    let Ok(id) = conn.send_request(method, &params, args.init_timeout).await else {
+    let Ok(id) = conn.send_request(method, &params, limits.init_timeout).await else {
         return result.note(Verdict::Fail, format!("{method} could not be written: the server is not reading stdin"));
     };
-    let deadline = started + args.init_timeout;
+    let deadline = started + limits.init_timeout;
     let (mut lines, mut bytes, mut first, mut messages) = (0u64, 0u64, None, 0u64);
     let mut answered = false;
     while let Some(event) = conn.next_event(deadline).await {
@@ -64,13 +64,13 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         progress.step("tools/list, then the next request");
         if method == "initialize" {
             let _ = conn
-                .write(&RawConn::notification_frame("notifications/initialized", &Value::Null), args.step_timeout)
+                .write(&RawConn::notification_frame("notifications/initialized", &Value::Null), limits.step_timeout)
                 .await;
         }
-        if let Ok(id) = conn.send_request("tools/list", &target.params(Value::Null), args.step_timeout).await {
-            let _ = conn.response(id, args.step_timeout).await;
+        if let Ok(id) = conn.send_request("tools/list", &target.params(Value::Null), limits.step_timeout).await {
+            let _ = conn.response(id, limits.step_timeout).await;
         }
-        let _ = conn.ping(args.step_timeout).await;
+        let _ = conn.ping(limits.step_timeout).await;
     }
     // The pre-initialize lines were tallied above; the rest go to the
     // probe-wide tally like every other check's.

@@ -22,7 +22,7 @@ use crate::target::Target;
 /// Runs the checks selected by `--only` / `--skip`, in order; deselected
 /// checks are reported as SKIP.
 pub(crate) async fn run_all(target: &Target) -> Vec<CheckResult> {
-    let args = &target.limits;
+    let limits = &target.limits;
     let selected = |c: &CheckId| target.options.selected(*c);
     let count = CheckId::ALL.iter().filter(|c| selected(c)).count();
     let progress = Progress::new(count, target.options.quiet);
@@ -39,19 +39,19 @@ pub(crate) async fn run_all(target: &Target) -> Vec<CheckResult> {
         index += 1;
         let started = Instant::now();
         let run = run_one(check, target, &progress, &mut result);
-        if tokio::time::timeout(args.check_timeout, run).await.is_err() {
+        if tokio::time::timeout(limits.check_timeout, run).await.is_err() {
             result.note(
                 Verdict::Fail,
                 format!(
                     "the check did not finish within --check-timeout {}",
-                    crate::report::fmt_duration(args.check_timeout)
+                    crate::duration::fmt_duration(limits.check_timeout)
                 ),
             );
         }
         result.duration_ms = started.elapsed().as_millis() as u64;
-        // A check's server is not needed any more: kill its group now, so a
+        // A check's server is not needed any more: kill its tree now, so a
         // wedged one does not burn CPU during the next check.
-        target.kill_groups();
+        target.kill_trees();
         progress.done(&result);
         results.push(result);
     }

@@ -1,7 +1,14 @@
 //! Check 4: requests padded to growing sizes (doubling from
 //! `--min-request` to `--max-request`, then bisecting around the first
 //! failure): the largest one answered, what the first larger one got, and
-//! whether the server still answers `ping` afterwards.
+//! whether the server still answers its liveness request (`ping`, or
+//! `server/discover` in the modern era) afterwards.
+//!
+//! A request that gets nothing within `--step-timeout` from a server still
+//! alive is told slow from deaf by the growth of the answer times so far:
+//! the time the request should take is extrapolated from them
+//! ([`Growth`]); with a wide margin still under the wait, the server is
+//! deaf (FAIL, and the limit is bisected), else slow (WARN, limit unknown).
 
 use std::time::Duration;
 
@@ -9,6 +16,7 @@ use mcp_framer_jsonrpc::Kind;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::duration::fmt_duration;
 use crate::progress::Progress;
 use crate::raw::{RawConn, RawEvent, WriteFailure};
 use crate::report::{CheckResult, Verdict};
@@ -18,14 +26,20 @@ use crate::target::Target;
 #[derive(Debug)]
 enum Outcome {
     Answered,
-    ErrorReply { code: Option<i64>, message: String, id_null: bool },
-    Silence,
+    ErrorReply {
+        code: Option<i64>,
+        message: String,
+        id_null: bool,
+    },
+    /// No answer within the wait, the request written.
+    Silence(Duration),
     Exited(String),
-    WriteStalled,
+    /// The request not taken within the wait.
+    WriteStalled(Duration),
 }
 
 impl Outcome {
-    fn describe(&self, target: &Target) -> String {
+    fn describe(&self) -> String {
         match self {
             Outcome::Answered => "answered".into(),
             Outcome::ErrorReply { code, message, id_null } => format!(
@@ -33,13 +47,10 @@ impl Outcome {
                 code.map_or("without a code".into(), |c| c.to_string()),
                 if *id_null { " (id null)" } else { "" }
             ),
-            Outcome::Silence => format!("silence for {}", crate::report::fmt_duration(target.limits.step_timeout)),
+            Outcome::Silence(waited) => format!("silence for {}", fmt_duration(*waited)),
             Outcome::Exited(how) => format!("the process exiting ({how})"),
-            Outcome::WriteStalled => {
-                format!(
-                    "a write the server did not take within {} (it stopped reading)",
-                    crate::report::fmt_duration(target.limits.step_timeout)
-                )
+            Outcome::WriteStalled(waited) => {
+                format!("a write the server did not take within {} (it stopped reading)", fmt_duration(*waited))
             }
         }
     }
@@ -70,19 +81,19 @@ async fn exit_of(conn: &mut RawConn) -> Option<String> {
 }
 
 /// What one attempt got, and how long the answer took (from the start of
-/// the write).
-async fn attempt(target: &Target, conn: &mut RawConn, size: usize, baseline: Option<i64>) -> (Outcome, Duration) {
+/// the write): the write may take `wait`, and so may the answer after it.
+async fn attempt(conn: &mut RawConn, size: usize, baseline: Option<i64>, wait: Duration) -> (Outcome, Duration) {
     let started = Instant::now();
     let id = conn.next_id();
-    match conn.write(&padded(conn, id, size), target.limits.step_timeout).await {
+    match conn.write(&padded(conn, id, size), wait).await {
         Ok(()) => {}
         Err(WriteFailure::Closed) => {
             let how = exit_of(conn).await.unwrap_or("stdin closed".into());
             return (Outcome::Exited(how), started.elapsed());
         }
-        Err(WriteFailure::Stalled) => return (Outcome::WriteStalled, started.elapsed()),
+        Err(WriteFailure::Stalled) => return (Outcome::WriteStalled(wait), started.elapsed()),
     }
-    let deadline = Instant::now() + target.limits.step_timeout;
+    let deadline = Instant::now() + wait;
     let answer = conn
         .wait_for(deadline, |e| match e {
             RawEvent::Message(m) => m.answers(id) || (m.kind == Kind::ErrorResponse && m.id.is_none()),
@@ -104,7 +115,7 @@ async fn attempt(target: &Target, conn: &mut RawConn, size: usize, baseline: Opt
         }
         _ => match exit_of(conn).await {
             Some(status) => Outcome::Exited(status),
-            None => Outcome::Silence,
+            None => Outcome::Silence(wait),
         },
     };
     (outcome, took)
@@ -116,10 +127,7 @@ async fn start(target: &Target) -> Result<RawConn, String> {
 
 /// `1024 B 0 ms, 2048 B 1 ms, ...`
 fn latencies(list: &[(usize, Duration)]) -> String {
-    list.iter()
-        .map(|(size, took)| format!("{size} B {}", crate::report::fmt_duration(*took)))
-        .collect::<Vec<_>>()
-        .join(", ")
+    list.iter().map(|(size, took)| format!("{size} B {}", fmt_duration(*took))).collect::<Vec<_>>().join(", ")
 }
 
 /// Whether the answer times grow clearly faster than the sizes: the time
@@ -139,49 +147,115 @@ fn superlinear(list: &[(usize, Duration)]) -> bool {
         && per_byte(largest) >= 4.0 * per_byte(reference)
 }
 
+/// How many times the extrapolated time a request may take before its
+/// silence counts as deafness: a server whose times steepen by about 1.6
+/// more doublings than measured still counts as slow.
+const MARGIN: f64 = 3.0;
+
+/// Added to every patience: a fresh process's first large read, a loaded
+/// machine.
+const SLACK: Duration = Duration::from_secs(2);
+
+/// How the answer times grew, and what that predicts for a larger request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Growth {
+    /// The time factor per doubling of the size, between the two largest
+    /// answers: from 2 (linear) to 8 (cubic); a steeper or flatter
+    /// measurement is clamped, noise being likelier than either.
+    per_doubling: f64,
+    /// The largest answered size and its time, the base of the prediction.
+    base: (usize, Duration),
+    /// The predicted time of the request asked about.
+    expected: Duration,
+    /// How long it may take before it is deaf: `expected` × [`MARGIN`] +
+    /// [`SLACK`].
+    patience: Duration,
+}
+
+impl Growth {
+    /// The prediction for a request of `size` bytes from the answers so
+    /// far (`(size, time)`, sizes growing); `None` with fewer than two
+    /// distinct sizes. Times under 1 ms count as 1 ms.
+    fn predict(answered: &[(usize, Duration)], size: usize) -> Option<Growth> {
+        let mut by_size: Vec<(usize, Duration)> = answered.to_vec();
+        by_size.sort_by_key(|(s, _)| *s);
+        by_size.dedup_by_key(|(s, _)| *s);
+        let [.., (s1, t1), (s2, t2)] = by_size[..] else { return None };
+        let floor = |t: Duration| t.max(Duration::from_millis(1)).as_secs_f64();
+        let exponent = ((floor(t2) / floor(t1)).ln() / (s2 as f64 / s1 as f64).ln()).clamp(1.0, 3.0);
+        let expected = floor(t2) * (size as f64 / s2 as f64).max(1.0).powf(exponent);
+        let patience = Duration::from_secs_f64(expected * MARGIN) + SLACK;
+        Some(Growth {
+            per_doubling: 2f64.powf(exponent),
+            base: (s2, t2),
+            expected: Duration::from_secs_f64(expected),
+            patience,
+        })
+    }
+
+    /// `its answers grew 3.3× per doubling (8388608 B in 665 ms): about
+    /// 2.21 s expected for 16777216 B, 8.63 s allowed`
+    fn describe(&self, size: usize) -> String {
+        format!(
+            "its answers grew {:.1}× per doubling ({} B in {}): about {} expected for {size} B, {} allowed",
+            self.per_doubling,
+            self.base.0,
+            fmt_duration(self.base.1),
+            fmt_duration(self.expected),
+            fmt_duration(self.patience)
+        )
+    }
+}
+
+/// How long a request of `size` bytes is waited for: `--step-timeout`, or
+/// less where the growth so far says it is due sooner.
+fn wait_for(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
+    Growth::predict(answered, size).map_or(limits.step_timeout, |g| g.patience.min(limits.step_timeout))
+}
+
 /// After a write that did not finish, the connection is poisoned (the next
 /// request would be glued to the unfinished line): a fresh server answers
 /// the next step.
 async fn fresh(target: &Target, conn: RawConn) -> Result<RawConn, String> {
     target.account_raw("request-size", &conn);
     drop(conn);
-    target.kill_groups();
+    target.kill_trees();
     start(target).await
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let mut conn = match start(target).await {
         Ok(conn) => conn,
         Err(e) => return result.note(Verdict::Fail, e),
     };
-    let mut size = args.min_request.max(128);
+    let mut size = limits.min_request.max(128);
     let mut largest = None;
     let mut failure = None;
     let mut answered: Vec<(usize, Duration)> = Vec::new();
     let mut baseline = None;
-    while size <= args.max_request {
+    while size <= limits.max_request {
         progress.step(format!("request of {size} bytes"));
-        let (outcome, took) = attempt(target, &mut conn, size, baseline).await;
+        let (outcome, took) = attempt(&mut conn, size, baseline, limits.step_timeout).await;
         if let (true, Outcome::ErrorReply { code, id_null: false, .. }) =
             (answered.is_empty() && largest.is_none(), &outcome)
-            && size == args.min_request.max(128)
+            && size == limits.min_request.max(128)
         {
             // The smallest request's error is the server's answer to the
             // liveness request itself: later ones are judged against it.
             baseline = *code;
             largest = Some(size);
             answered.push((size, took));
-            size = size.saturating_mul(2).min(args.max_request);
+            size = size.saturating_mul(2).min(limits.max_request);
             continue;
         }
         if matches!(outcome, Outcome::Answered) {
             largest = Some(size);
             answered.push((size, took));
-            if size == args.max_request {
+            if size == limits.max_request {
                 break;
             }
-            size = size.saturating_mul(2).min(args.max_request);
+            size = size.saturating_mul(2).min(limits.max_request);
         } else {
             failure = Some((size, outcome));
             break;
@@ -208,76 +282,63 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         result.measure("first_failed", Value::Null);
         result.info(format!(
             "every request up to --max-request ({} bytes) was answered (raise --max-request to look higher)",
-            args.max_request
+            limits.max_request
         ));
         return target.account_raw("request-size", &conn);
     };
-    if matches!(outcome, Outcome::WriteStalled) {
-        // A slow reader is not a deaf one: ask a fresh server.
-        progress.step("a fresh server after the unfinished write");
-        result.measure("largest_answered", largest.unwrap_or(0) as u64);
-        result.measure("first_failed", Value::Null);
-        result.measure("stalled_at", failed_size as u64);
-        let fresh = fresh(target, conn).await;
-        let alive = match fresh {
-            Ok(mut conn) => {
-                let ping = conn.ping(args.ping_timeout).await;
-                target.account_raw("request-size", &conn);
-                ping
-            }
-            Err(e) => Err(e),
-        };
-        match alive {
-            Ok(_) => {
-                result.behaviour("slow-large-request");
-                result.note(
-                    Verdict::Warn,
-                    format!(
-                        "a request of {failed_size} bytes was not taken within --step-timeout {}: the server reads slowly (or stopped reading); a fresh server answered at once. Its limit above {} bytes is unknown: raise --step-timeout to measure it",
-                        crate::report::fmt_duration(args.step_timeout),
-                        largest.unwrap_or(0)
-                    ),
-                );
-            }
-            Err(e) => result.note(
-                Verdict::Fail,
-                format!(
-                    "a request of {failed_size} bytes was not taken, and a fresh server did not answer either: {e}"
-                ),
-            ),
-        }
-        return;
+    let method = conn.liveness_method();
+    // Nothing within the wait from a server still alive: deaf if the growth
+    // of its answer times says the answer was due well before, else slow.
+    let growth = Growth::predict(&answered, failed_size);
+    let waited = match outcome {
+        Outcome::WriteStalled(waited) | Outcome::Silence(waited) if conn.exit_status().is_none() => Some(waited),
+        _ => None,
+    };
+    if let Some(waited) = waited
+        && growth.is_none_or(|g| g.patience > waited)
+    {
+        return slow(target, conn, result, failed_size, &outcome, largest.unwrap_or(0), growth).await;
     }
-    result.info(format!("the first failure: a request of {failed_size} bytes got {}", outcome.describe(target)));
-    progress.step("the next request after the failure");
+    result.info(format!("the first failure: a request of {failed_size} bytes got {}", outcome.describe()));
+    if let (Some(_), Some(growth)) = (waited, growth) {
+        result.info(format!("deaf, not slow: {}", growth.describe(failed_size)));
+    }
     let after = match &outcome {
         Outcome::Exited(_) => Err("the process had exited".to_owned()),
-        _ => conn.ping(args.ping_timeout).await.map(|_| ()),
+        // The unfinished request still fills its stdin: nothing can be asked.
+        Outcome::WriteStalled(_) => Err("not asked (the unfinished request fills its stdin)".to_owned()),
+        _ => {
+            progress.step("the next request after the failure");
+            conn.ping(limits.ping_timeout).await.map(|_| ())
+        }
     };
     match (&outcome, &after) {
-        (Outcome::ErrorReply { .. }, Ok(())) => result.info(format!(
-            "the next request was answered within {} afterwards",
-            crate::report::fmt_duration(args.ping_timeout)
-        )),
+        (Outcome::ErrorReply { .. }, Ok(())) => result
+            .info(format!("the next request was answered within {} afterwards", fmt_duration(limits.ping_timeout))),
         (Outcome::ErrorReply { .. }, Err(e)) => {
-            result.note(Verdict::Fail, format!("the server went deaf after its error reply: ping: {e}"))
+            result.note(Verdict::Fail, format!("the server went deaf after its error reply: {method}: {e}"))
         }
         (Outcome::Exited(how), _) => result.note(
             Verdict::Fail,
             format!("the server exited on a request of {failed_size} bytes ({how}): every pending request is lost"),
         ),
-        (_, Ok(())) => result.note(
+        (Outcome::WriteStalled(waited), _) => result.note(
             Verdict::Fail,
             format!(
-                "the request of {failed_size} bytes got {}: its caller waits out its timeout",
-                outcome.describe(target)
+                "the server stayed alive but went deaf: a request of {failed_size} bytes was not taken within {} \
+                 (it stopped reading its stdin); every later request waits out its timeout",
+                fmt_duration(*waited)
             ),
+        ),
+        (_, Ok(())) => result.note(
+            Verdict::Fail,
+            format!("the request of {failed_size} bytes got {}: its caller waits out its timeout", outcome.describe()),
         ),
         (_, Err(e)) => result.note(
             Verdict::Fail,
             format!(
-                "the server went deaf after a request of {failed_size} bytes ({}); ping: {e}",
-                outcome.describe(target)
+                "the server went deaf after a request of {failed_size} bytes ({}); {method}: {e}",
+                outcome.describe()
             ),
         ),
     }
@@ -288,10 +349,12 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
 
     // Bisect between the largest answered and the first failed size. After
     // a failure that leaves the server unusable, each step needs a fresh
-    // server.
+    // server. Each step waits as long as the growth so far allows (at most
+    // --step-timeout); a write still stalled then from a live server is a
+    // deaf one.
     let mut lo = largest.unwrap_or(0);
     let mut hi = failed_size;
-    for _ in 0..args.bisect_steps {
+    for _ in 0..limits.bisect_steps {
         if hi - lo <= 64 {
             break;
         }
@@ -300,7 +363,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         let mut conn = match current.take() {
             Some(conn) => conn,
             None => {
-                target.kill_groups();
+                target.kill_trees();
                 match start(target).await {
                     Ok(conn) => conn,
                     Err(e) => {
@@ -310,37 +373,141 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 }
             }
         };
-        let (outcome, _) = attempt(target, &mut conn, mid, baseline).await;
+        let wait = wait_for(limits, &answered, mid);
+        let (outcome, took) = attempt(&mut conn, mid, baseline, wait).await;
         target.account_raw("request-size", &conn);
         conn.log.clear();
-        if matches!(outcome, Outcome::Answered) {
-            lo = mid;
-            current = Some(conn);
-        } else if matches!(outcome, Outcome::WriteStalled) {
-            result.info(format!("bisection stopped: a request of {mid} bytes was not taken within --step-timeout"));
-            break;
-        } else {
-            hi = mid;
-            if outcome.is_error_reply() {
+        match outcome {
+            Outcome::Answered => {
+                lo = mid;
+                answered.push((mid, took));
                 current = Some(conn);
+            }
+            Outcome::WriteStalled(waited)
+                if conn.exit_status().is_some()
+                    || Growth::predict(&answered, mid).is_none_or(|g| g.patience > waited) =>
+            {
+                result.info(format!(
+                    "bisection stopped: a request of {mid} bytes was not taken within --step-timeout {}",
+                    fmt_duration(waited)
+                ));
+                break;
+            }
+            outcome => {
+                hi = mid;
+                if outcome.is_error_reply() {
+                    current = Some(conn);
+                }
             }
         }
     }
     result.measure("largest_answered", lo as u64);
     result.measure("first_failed", hi as u64);
-    result.measure("failure", outcome.describe(target));
+    result.measure("failure", outcome.describe());
     result.info(format!("largest request answered: {lo} bytes; smallest failing: {hi} bytes (after bisection)"));
-    if matches!(outcome, Outcome::Exited(_)) && (10 << 20..=11 << 20).contains(&hi) && lo >= 10_000_000 {
-        result.behaviour("exits-over-10mib");
+    if (10 << 20..=11 << 20).contains(&hi) && lo >= 10_000_000 {
+        match outcome {
+            Outcome::Exited(_) => result.behaviour("exits-over-10mib"),
+            Outcome::WriteStalled(_) | Outcome::Silence(_) => result.behaviour("deaf-over-10mib"),
+            _ => {}
+        }
     }
     if usable {
         result.info(format!("the server's request limit is between {lo} and {hi} bytes, and it says so with an error"));
     }
 }
 
+/// A request that got nothing within `--step-timeout` from a live server
+/// whose growth does not say it is deaf (or that answered too few requests
+/// to tell): WARN, the limit unknown. After a stalled write the connection
+/// is poisoned, so a fresh server shows whether the server answers at all.
+async fn slow(
+    target: &Target,
+    conn: RawConn,
+    result: &mut CheckResult,
+    failed_size: usize,
+    outcome: &Outcome,
+    largest: usize,
+    growth: Option<Growth>,
+) {
+    let limits = &target.limits;
+    result.behaviour("slow-large-request");
+    result.measure("largest_answered", largest as u64);
+    result.measure("first_failed", Value::Null);
+    result.measure("stalled_at", failed_size as u64);
+    match growth {
+        Some(growth) => result.info(format!("slow, not deaf: {}", growth.describe(failed_size))),
+        None => result.info("too few answers to tell a slow server from a deaf one by their growth"),
+    }
+    if matches!(outcome, Outcome::Silence(_)) {
+        target.account_raw("request-size", &conn);
+        return result.note(
+            Verdict::Warn,
+            format!(
+                "a request of {failed_size} bytes got no answer within --step-timeout {}: the server is slow (or \
+                 stuck). Its limit above {largest} bytes is unknown: raise --step-timeout to measure it",
+                fmt_duration(limits.step_timeout)
+            ),
+        );
+    }
+    let fresh = fresh(target, conn).await;
+    let alive = match fresh {
+        Ok(mut conn) => {
+            let ping = conn.ping(limits.ping_timeout).await;
+            target.account_raw("request-size", &conn);
+            ping
+        }
+        Err(e) => Err(e),
+    };
+    match alive {
+        Ok(_) => result.note(
+            Verdict::Warn,
+            format!(
+                "a request of {failed_size} bytes was not taken within --step-timeout {}: the server reads slowly \
+                 (or stopped reading); a fresh server answered at once. Its limit above {largest} bytes is \
+                 unknown: raise --step-timeout to measure it",
+                fmt_duration(limits.step_timeout)
+            ),
+        ),
+        Err(e) => result.note(
+            Verdict::Fail,
+            format!("a request of {failed_size} bytes was not taken, and a fresh server did not answer either: {e}"),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_growth_so_far_predicts_the_next_answer_with_a_margin() {
+        let ms = Duration::from_millis;
+        let mib = 1 << 20;
+        // desktop-commander 0.2.52: 3.3× per doubling; 16 MiB due in about
+        // 2.2 s, so 10 s of silence is deafness.
+        let measured = [(2 * mib, ms(60)), (4 * mib, ms(200)), (8 * mib, ms(665))];
+        let growth = Growth::predict(&measured, 16 * mib).expect("two answers");
+        assert!((growth.per_doubling - 3.325).abs() < 0.01, "{growth:?}");
+        assert!((2200..2230).contains(&growth.expected.as_millis()), "{growth:?}");
+        assert!(growth.patience < Duration::from_secs(10), "{growth:?}");
+        assert!(growth.describe(16 * mib).starts_with("its answers grew 3.3× per doubling (8388608 B in 665 ms)"));
+        // A quadratic reader (128 ms per MiB²) over a 1 s wait: slow.
+        let quadratic = [(mib, ms(128)), (2 * mib, ms(512))];
+        assert!(Growth::predict(&quadratic, 4 * mib).unwrap().patience > Duration::from_secs(1));
+        // Fast answers: at least linear growth from 1 ms, plus the slack.
+        let fast = Growth::predict(&[(1024, ms(0)), (2048, ms(0))], 4096).unwrap();
+        assert_eq!(fast.per_doubling, 2.0);
+        assert!(fast.patience >= SLACK && fast.patience < SLACK + ms(10), "{fast:?}");
+        // A flat or shrinking time still counts as linear growth; a steep
+        // one as cubic at most.
+        let steep = Growth::predict(&[(mib, ms(10)), (2 * mib, ms(1000))], 4 * mib).unwrap();
+        assert_eq!(steep.per_doubling, 8.0);
+        assert_eq!(steep.expected, ms(8000));
+        // Fewer than two sizes: no prediction.
+        assert_eq!(Growth::predict(&[(mib, ms(5))], 2 * mib), None);
+        assert_eq!(Growth::predict(&[(mib, ms(5)), (mib, ms(6))], 2 * mib), None);
+    }
 
     #[test]
     fn only_a_clear_growth_counts_as_superlinear() {

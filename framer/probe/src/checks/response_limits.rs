@@ -49,7 +49,7 @@ fn truncation_markers(value: &Value, path: &str, found: &mut Vec<String>) {
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let Some(tool) = &target.options.large else {
         return result.skip("needs a tool with a large result: --large 'NAME {json args}'");
     };
@@ -66,7 +66,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let response = session.request("tools/call", &target.params(call_params(tool))).await;
     // A round trip after it: the reader has counted the result's frame by
     // the time the ping's answer is routed.
-    let _ = target.ping(&session, args.step_timeout).await;
+    let _ = target.ping(&session, limits.step_timeout).await;
     let metrics = session.metrics();
     target.account("response-limits", &session, &mut inbound);
     drop(session);
@@ -81,7 +81,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     result.info(format!(
         "tools/call {}: a result frame of {frame} bytes in {}; {} frame(s) in the session, the largest {} bytes",
         tool.name,
-        crate::report::fmt_duration(started.elapsed()),
+        crate::duration::fmt_duration(started.elapsed()),
         metrics.frames,
         metrics.largest_frame
     ));
@@ -110,7 +110,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let limit = frame - 1;
     progress.step(format!("same call with the probe's limit at {limit} bytes"));
     let framer = Config::DEFAULT.with_max_frame(limit).with_oversize(OversizePolicy::Skip);
-    let config = target.session_config().with_framer(framer).with_excerpt(args.excerpt);
+    let config = target.session_config().with_framer(framer).with_excerpt(limits.excerpt);
     let crate::target::Started { session, mut inbound, .. } = match target.start(config).await {
         Ok(started) => started,
         Err(e) => return result.note(Verdict::Fail, format!("no second session: {e}")),
@@ -119,7 +119,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Ok(pending) => pending,
         Err(e) => return result.note(Verdict::Fail, format!("the second tools/call could not be sent: {e}")),
     };
-    let deadline = Instant::now() + args.step_timeout;
+    let deadline = Instant::now() + limits.step_timeout;
     let mut skipped = None;
     while let Ok(Some(item)) = tokio::time::timeout_at(deadline, inbound.recv()).await {
         if let Inbound::Skipped(SkippedFrame::Oversize { len, .. }) = item {
@@ -129,7 +129,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     // The host recovers the skipped response's id and fails its request at
     // once with the frame's length; anything else is reported as seen.
-    match tokio::time::timeout(args.step_timeout, pending.response()).await {
+    match tokio::time::timeout(limits.step_timeout, pending.response()).await {
         Ok(Err(RequestError::Oversize { len, max, .. })) => result
             .info(format!("the probe's host failed the call at once: a {len}-byte response over its {max}-byte limit")),
         Ok(Ok(_)) => result.note(Verdict::Warn, "the call was answered within the lowered limit on the second try"),
@@ -144,15 +144,16 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Verdict::Warn,
             format!(
                 "with the limit at {limit} bytes, no frame over it came within {}",
-                crate::report::fmt_duration(args.step_timeout)
+                crate::duration::fmt_duration(limits.step_timeout)
             ),
         ),
     }
-    let ping = target.ping(&session, args.ping_timeout).await.map(|_| ());
+    let ping = target.ping(&session, limits.ping_timeout).await.map(|_| ());
+    let m = target.liveness().0;
     match ping {
         Ok(()) => result.info(format!(
-            "the server answered a ping within {} after that",
-            crate::report::fmt_duration(args.ping_timeout)
+            "the server answered {m} within {} after that",
+            crate::duration::fmt_duration(limits.ping_timeout)
         )),
         Err(e) => {
             let closed = tokio::time::timeout(std::time::Duration::from_millis(500), session.wait_closed()).await;
@@ -160,7 +161,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 Some(status) => format!(" (the server had exited: {status})"),
                 None => String::new(),
             };
-            result.note(Verdict::Fail, format!("after its oversize frame was skipped, ping: {e}{exited}"))
+            result.note(Verdict::Fail, format!("after its oversize frame was skipped, {m}: {e}{exited}"))
         }
     }
     target.account("response-limits", &session, &mut inbound);

@@ -10,14 +10,15 @@ use mcp_framer_stdio::host::{Inbound, Session, ShutdownConfig, ShutdownStage};
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::processes::{Leftover, group_members};
 use crate::progress::Progress;
-use crate::report::{CheckResult, Leftover, Verdict};
-use crate::target::{Started, Target, group_members};
+use crate::report::{CheckResult, Verdict};
+use crate::target::{Started, Target};
 
 /// Closes stdin (then SIGTERM, SIGKILL) and judges how the server ended;
 /// `busy` names the work in flight, if any.
 async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let pgid = session.pid();
     let during = busy.map_or(String::new(), |what| format!(" while {what} ran"));
     let key = if busy.is_some() { "busy_" } else { "" };
@@ -33,7 +34,7 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
     }
     match report.stage {
         ShutdownStage::StdinClosed => result
-            .info(format!("exited {} after stdin was closed{during} ({status})", crate::report::fmt_duration(took))),
+            .info(format!("exited {} after stdin was closed{during} ({status})", crate::duration::fmt_duration(took))),
         ShutdownStage::AlreadyExited => {
             result.note(Verdict::Warn, format!("it had exited before stdin was closed{during} ({status})"))
         }
@@ -41,22 +42,22 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during}; SIGTERM ended it ({status})",
-                crate::report::fmt_duration(args.exit_timeout)
+                crate::duration::fmt_duration(limits.exit_timeout)
             ),
         ),
         ShutdownStage::Killed if cfg!(windows) => result.note(
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during}; terminating its job ended it (Windows has no SIGTERM step)",
-                crate::report::fmt_duration(args.exit_timeout)
+                crate::duration::fmt_duration(limits.exit_timeout)
             ),
         ),
         ShutdownStage::Killed => result.note(
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during} and {} after SIGTERM; SIGKILL ended it",
-                crate::report::fmt_duration(args.exit_timeout),
-                crate::report::fmt_duration(args.term_timeout)
+                crate::duration::fmt_duration(limits.exit_timeout),
+                crate::duration::fmt_duration(limits.term_timeout)
             ),
         ),
         ShutdownStage::StillRunning if cfg!(windows) => {
@@ -66,8 +67,8 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
         _ => result.note(Verdict::Warn, format!("ended at stage {:?}{during}", report.stage)),
     }
     let Some(pgid) = pgid else { return };
-    if !crate::target::SCANS_PROCESSES {
-        return result.info(crate::target::NO_SCAN);
+    if !crate::processes::SCANS_PROCESSES {
+        return result.info(crate::processes::NO_SCAN);
     }
     // The leader is gone; give its children a moment to follow.
     let deadline = Instant::now() + Duration::from_millis(500);
@@ -88,17 +89,17 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
 }
 
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
-    let args = &target.limits;
+    let limits = &target.limits;
     let steps = ShutdownConfig::default()
-        .with_after_stdin(args.exit_timeout)
-        .with_after_term(args.term_timeout)
+        .with_after_stdin(limits.exit_timeout)
+        .with_after_term(limits.term_timeout)
         .with_after_kill(Duration::from_secs(1));
     let config = target.session_config().with_shutdown(steps);
     let Started { session, mut inbound, .. } = match target.start(config).await {
         Ok(started) => started,
         Err(e) => return result.note(Verdict::Fail, format!("no session to test: {e}")),
     };
-    if let Err(e) = target.ping(&session, args.step_timeout).await {
+    if let Err(e) = target.ping(&session, limits.step_timeout).await {
         result.note(Verdict::Warn, format!("the server did not answer {} before shutdown: {e}", target.liveness().0));
     }
     target.account("shutdown", &session, &mut inbound);
@@ -120,7 +121,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Err(e) => return result.note(Verdict::Fail, format!("tools/call {tool} could not be sent: {e}")),
     };
     // Let it get going: its first message, or a quarter of --slow-start.
-    let deadline = Instant::now() + args.slow_start / 4;
+    let deadline = Instant::now() + limits.slow_start / 4;
     while let Ok(Some(item)) = tokio::time::timeout_at(deadline, inbound.recv()).await {
         if matches!(item, Inbound::Notification(_)) {
             break;

@@ -1,0 +1,152 @@
+//! The servers' process trees: the list of every tree the probe started,
+//! their kill, and the processes still alive in them afterwards (read from
+//! Linux's `/proc`).
+//!
+//! A tree is a process group on unix (its id is the server's pid) and a Job
+//! Object on Windows. A raw connection's tree is killed through the stdio
+//! crate's [`Killer`]; a host session's by its group on unix, and on
+//! Windows by the session itself when it is dropped (its job is closed).
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use mcp_framer_stdio::tree::Killer;
+use serde::Serialize;
+
+/// A process of the server's group found alive when the probe ended.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Leftover {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command name (`/proc/PID/comm`).
+    pub comm: String,
+    /// Its command line (`/proc/PID/cmdline`, arguments joined by spaces).
+    pub cmdline: String,
+}
+
+impl fmt::Display for Leftover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pid {} ({})", self.pid, if self.cmdline.is_empty() { &self.comm } else { &self.cmdline })
+    }
+}
+
+/// Whether this platform lets the probe list a server's processes (the scan
+/// reads Linux's `/proc`); where it does not, the checks say so.
+pub(crate) const SCANS_PROCESSES: bool = cfg!(target_os = "linux");
+
+/// What the evidence says where [`SCANS_PROCESSES`] is false.
+pub(crate) const NO_SCAN: &str =
+    "the server's child processes are not checked on this platform (the scan reads Linux's /proc)";
+
+/// Every process tree the probe started, by its root's pid.
+#[derive(Debug, Default)]
+pub(crate) struct Trees(Mutex<Vec<(u32, Option<Killer>)>>);
+
+impl Trees {
+    /// Remembers a tree to kill at the end: with its `killer`, or (`None`:
+    /// a host session's) by its process group.
+    pub(crate) fn add(&self, pid: u32, killer: Option<Killer>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((pid, killer));
+    }
+
+    /// Kills every tree started so far (they stay listed for
+    /// [`kill_all`](Trees::kill_all)).
+    pub(crate) fn kill(&self) {
+        for (pid, killer) in self.0.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            kill(*pid, killer.as_ref());
+        }
+    }
+
+    /// Kills every tree and lists their processes still alive afterwards
+    /// (waiting up to 2 s for the kernel to take them down; none listed
+    /// where the platform is not scanned, see [`SCANS_PROCESSES`]).
+    pub(crate) async fn kill_all(&self) -> Vec<Leftover> {
+        let trees = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        for (pid, killer) in &trees {
+            kill(*pid, killer.as_ref());
+        }
+        let groups: Vec<u32> = trees.iter().map(|(pid, _)| *pid).collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let left = group_members(&groups);
+            if left.is_empty() || tokio::time::Instant::now() >= deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Kills one tree: through its killer, else its process group.
+fn kill(pid: u32, killer: Option<&Killer>) {
+    match killer {
+        // A tree already gone is Ok; any other failure leaves nothing to do
+        // but the scan that lists what is left.
+        Some(killer) => drop(killer.kill()),
+        None => kill_group(pid),
+    }
+}
+
+/// Sends SIGKILL to process group `pgid` (ignoring a group that is gone).
+/// On Windows nothing: a host session's server runs in a Job Object of its
+/// own, terminated when the session is dropped.
+#[cfg(not(unix))]
+pub(crate) fn kill_group(_pgid: u32) {}
+
+/// Sends SIGKILL to process group `pgid` (ignoring a group that is gone).
+#[cfg(unix)]
+pub(crate) fn kill_group(pgid: u32) {
+    let Some(pid) = i32::try_from(pgid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return;
+    };
+    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+}
+
+/// `/proc/PID/cmdline`, its arguments joined by spaces (empty if gone).
+#[cfg(unix)]
+pub(crate) fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> =
+        raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    args.join(" ")
+}
+
+/// Live processes whose process group is one of `groups`: the scan reads
+/// Linux's `/proc`, so on other platforms none are found (the checks that
+/// compare a server's children before and after say so in their evidence).
+#[cfg(not(unix))]
+pub(crate) fn group_members(_groups: &[u32]) -> Vec<Leftover> {
+    Vec::new()
+}
+
+/// Live (not zombie) processes whose process group is one of `groups`,
+/// read from `/proc`.
+#[cfg(unix)]
+pub(crate) fn group_members(groups: &[u32]) -> Vec<Leftover> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut left = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...: comm may hold spaces and parens.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2).and_then(|p| p.parse::<u32>().ok())) else {
+            continue;
+        };
+        if *state != "Z" && groups.contains(&pgrp) {
+            let comm = head.split_once('(').map(|(_, c)| c.to_owned()).unwrap_or_default();
+            left.push(Leftover { pid, comm, cmdline: cmdline(pid) });
+        }
+    }
+    left
+}
