@@ -35,7 +35,8 @@ def samples():
 SETUP = re.compile(r'_dl_start|std::rt::init|notification_with|Writer::with_total|Session::spawn|Command::spawn|'
                    r'Driver::new|runtime::builder|_dl_fini|__libc_start_call_main$|stat_ticks|exit_group|do_exit|'
                    r'execve|Watchdog::arm|__x64_sys_clone|wait4|pidfd|GlobalOrphanQueue|reap_orphans|'
-                   r'tokio::process|tokio::time::sleep|stderr|Supervisor|supervisor')
+                   r'tokio::process|tokio::time::sleep|stderr|Supervisor|supervisor|'
+                   r'criterion::analysis|criterion::stats|criterion::report|criterion::plot|plotters|empty_baseline')
 def kernel_class(stack):
     syms = [s for k, s in stack if k]
     j = ' '.join(syms)
@@ -68,7 +69,12 @@ USER_RULES = [
     (r'memset', None),
     (ALLOC.pattern, 'allocation (malloc/free)'),
     (r'mcp_framer_jsonrpc|Head::new|head::Head', 'parse/classification (envelope, routing, Head)'),
+    (r'serde_json', 'serde_json: building and dropping the Value (hand-written reader)'),
+    (r'core::str::converts::from_utf8|run_utf8_validation', 'UTF-8 validation (std, LinesCodec)'),
+    (r'tokio_util|LinesCodec', 'framing (LinesCodec, FramedRead)'),
+    (r'drop_in_place<serde_json|drop_in_place<alloc::string::String', 'allocation (malloc/free)'),
     (r'^mcp_framer::|^<mcp_framer::|mcp_framer::framer|mcp_framer::buffer', 'framing (framer state)'),
+    (r'readers::hand_written', 'consumer: recv_many, items, drops'),
     (r'run_session|InboundQueue|drop_in_place<mcp_framer_stdio::host::inbound|drop_in_place<alloc::vec::Vec<mcp_framer_stdio::host::inbound', 'consumer: recv_many, items, drops'),
     (r'mcp_framer_stdio', 'reader: batch/queue building, dispatch, metrics'),
     (r'tokio|mio::|parking|std::sys::sync|^syscall$|^read$|__GI___libc_read|^epoll_wait|__GI___pthread|futex|std::thread', 'runtime: tokio scheduling, wakers, channel'),
@@ -86,7 +92,7 @@ def user_class(stack):
                 for t in users[i+1:]:
                     if 'Batch::push' in t: return 'copy: frame into the batch (Batch::push)'
                     if re.search(r'Buffer::(roll|relocate|make_room)|buffer::Buffer', t): return 'copy: framer roll/grow'
-                    if 'copied' in t or 'to_vec' in t: return 'copy: Received::copied'
+                    if 'copied' in t or 'to_vec' in t: return 'copy: to_vec (a line out of the codec buffer; Received::copied)'
                 return 'copy: other memmove'
     return 'user: other'
 
@@ -129,11 +135,13 @@ if '--cpu' in sys.argv:
         ('queue building: Batch::push, Head, Arc per message, flush', ['reader:']),
         ('consumer: recv_many, drops', ['consumer:']),
         ('JSON scan (skip_value)', ['JSON scan']),
+        ('serde_json Value (hand-written reader)', ['serde_json']),
         ('parse/classification (envelope fields, routing)', ['parse/classification']),
-        ('UTF-8 validation (simdutf8)', ['UTF-8']),
-        ('framing (memchr + framer)', ['framing']),
+        ('UTF-8 validation (simdutf8; std in LinesCodec)', ['UTF-8']),
+        ('framing (memchr + framer; LinesCodec)', ['framing']),
         ('copy: frame into the batch', ['copy: frame into the batch']),
-        ('copy: framer storage grow/roll', ['copy: framer roll/grow', 'copy: other', 'copy: Received']),
+        ('copy: framer storage grow/roll', ['copy: framer roll/grow']),
+        ('copy: other (a line out of the codec buffer, to_vec)', ['copy: other', 'copy: to_vec']),
         ('zero-init of fresh framer storage', ['zero-init', 'memset']),
         ('allocation: malloc/free (user)', ['allocation']),
         ('allocation: page faults + brk/munmap (kernel)', ['kernel: page faults', 'kernel: mmap']),
