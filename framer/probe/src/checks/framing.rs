@@ -89,13 +89,14 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let after = answered && conn.ping(limits.step_timeout).await.is_ok();
     outcomes.insert("split_crlf".into(), json!(answered && after));
     match (answered, after) {
-        (true, true) => {
-            result.info(format!("a {m} request ending in \\r\\n, split between \\r and \\n: answered, and the next one too"))
-        }
-        (true, false) => {
-            result.note(Verdict::Fail, format!("after a {m} request split between \\r and \\n, the next one was not answered"))
-        }
-        _ => result.note(Verdict::Fail, format!("a {m} request ending in \\r\\n, split between \\r and \\n: not answered")),
+        (true, true) => result
+            .info(format!("a {m} request ending in \\r\\n, split between \\r and \\n: answered, and the next one too")),
+        (true, false) => result.note(
+            Verdict::Fail,
+            format!("after a {m} request split between \\r and \\n, the next one was not answered"),
+        ),
+        _ => result
+            .note(Verdict::Fail, format!("a {m} request ending in \\r\\n, split between \\r and \\n: not answered")),
     }
     result.measure("answered", Value::Object(outcomes));
     target.account_raw("framing", &conn);
