@@ -298,14 +298,16 @@ fn no_reply_to_malformed_input_warns_and_names_the_sdks() {
 
 #[test]
 fn a_quadratic_reader_is_slow_not_limited() {
-    // 8 MiB takes the fixture well over 1 s to read (it sleeps 1 ms per MiB
-    // held on each 4 KiB read); the write stalls, a fresh server answers.
+    // 8 MiB takes the fixture about 8 s to read (it sleeps 1 ms per MiB
+    // held on each 4 KiB read): at the growth so far (4x per doubling) it
+    // is due past the most a step waits (4 x --step-timeout), so the write
+    // stalls, and a fresh server answers: slow, not deaf.
     let run =
         probe(&["--only", "request-size", "--max-request", "8MiB", "--step-timeout", "1s"], &["--quadratic-reader"]);
     run.no_fails();
     let evidence = run.evidence("request-size");
     assert!(evidence.contains("answer times (reported apart from the limit): 1024 B"), "{evidence}");
-    assert!(evidence.contains("was not taken within --step-timeout 1.00 s: the server reads slowly"), "{evidence}");
+    assert!(evidence.contains("was not taken within 4.00 s: the server reads slowly"), "{evidence}");
     assert!(evidence.contains("a fresh server answered at once"), "{evidence}");
     assert_eq!(run.verdict("request-size"), "WARN");
     assert!(run.check("request-size")["measurements"]["stalled_at"].as_u64().is_some());
@@ -313,15 +315,17 @@ fn a_quadratic_reader_is_slow_not_limited() {
 
 #[test]
 fn a_slow_but_steady_reader_is_slow_not_deaf() {
-    // 400 ms per MiB read: the answers grow in step with the size, and the
-    // first request over --step-timeout is due, at that growth, well after
-    // it: slow (WARN), not deaf.
+    // 1.5 s per MiB read: the answers grow in step with the size. Each
+    // step waits as long as that growth allows, up to 4 x --step-timeout:
+    // 1 and 2 MiB are answered (1.5 s, 3 s) past --step-timeout; 4 MiB is
+    // due (6 s, 20 s allowed) past the cap: slow (WARN), not deaf.
     let run =
-        probe(&["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "1s"], &["--slow-reader", "400"]);
+        probe(&["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "1s"], &["--slow-reader", "1500"]);
     run.no_fails();
     assert_eq!(run.verdict("request-size"), "WARN", "{}", run.text);
     let evidence = run.evidence("request-size");
     assert!(evidence.contains("slow, not deaf: its answers grew"), "{evidence}");
+    assert!(evidence.contains("2097152 B"), "2 MiB answered after --step-timeout: {evidence}");
     assert!(evidence.contains("the server reads slowly"), "{evidence}");
     assert!(run.check("request-size")["measurements"]["stalled_at"].as_u64().is_some(), "{evidence}");
 }

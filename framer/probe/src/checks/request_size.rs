@@ -4,11 +4,13 @@
 //! whether the server still answers its liveness request (`ping`, or
 //! `server/discover` in the modern era) afterwards.
 //!
-//! A request that gets nothing within `--step-timeout` from a server still
-//! alive is told slow from deaf by the growth of the answer times so far:
-//! the time the request should take is extrapolated from them
-//! ([`Growth`]); with a wide margin still under the wait, the server is
-//! deaf (FAIL, and the limit is bisected), else slow (WARN, limit unknown).
+//! Each request is waited for as long as the growth of the answer times so
+//! far allows ([`Growth`]: the time it should take, extrapolated, with a
+//! wide margin), at least `--step-timeout` and at most [`MAX_PATIENCE`]
+//! times it, so a slow machine slows the wait with the answers. A server
+//! still alive that gives nothing within that wait is deaf (FAIL, and the
+//! limit is bisected); one whose allowed time is over the cap is slow
+//! (WARN, limit unknown).
 
 use std::time::Duration;
 
@@ -207,6 +209,20 @@ impl Growth {
     }
 }
 
+/// The most a doubling step waits, in `--step-timeout`s, however slowly
+/// the answers so far grew: past it, silence is reported as slow, not
+/// judged deaf.
+const MAX_PATIENCE: u32 = 4;
+
+/// How long a doubling step waits for a request of `size` bytes: as long as
+/// the growth so far allows, at least `--step-timeout` and at most
+/// [`MAX_PATIENCE`] times it. Measured on the same machine as the answers,
+/// the wait scales with the machine's load as they do.
+fn doubling_wait(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
+    let most = limits.step_timeout.saturating_mul(MAX_PATIENCE);
+    Growth::predict(answered, size).map_or(limits.step_timeout, |g| g.patience.clamp(limits.step_timeout, most))
+}
+
 /// How long a request of `size` bytes is waited for: `--step-timeout`, or
 /// less where the growth so far says it is due sooner.
 fn wait_for(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
@@ -236,7 +252,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let mut baseline = None;
     while size <= limits.max_request {
         progress.step(format!("request of {size} bytes"));
-        let (outcome, took) = attempt(&mut conn, size, baseline, limits.step_timeout).await;
+        let wait = doubling_wait(limits, &answered, size);
+        let (outcome, took) = attempt(&mut conn, size, baseline, wait).await;
         if let (true, Outcome::ErrorReply { code, id_null: false, .. }) =
             (answered.is_empty() && largest.is_none(), &outcome)
             && size == limits.min_request.max(128)
@@ -417,9 +434,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
 }
 
-/// A request that got nothing within `--step-timeout` from a live server
-/// whose growth does not say it is deaf (or that answered too few requests
-/// to tell): WARN, the limit unknown. After a stalled write the connection
+/// A request that got nothing within its wait (at most [`MAX_PATIENCE`]
+/// `--step-timeout`s) from a live server whose growth does not say it is
+/// deaf (or that answered too few requests to tell): WARN, the limit
+/// unknown. After a stalled write the connection
 /// is poisoned, so a fresh server shows whether the server answers at all.
 async fn slow(
     target: &Target,
@@ -431,6 +449,10 @@ async fn slow(
     growth: Option<Growth>,
 ) {
     let limits = &target.limits;
+    let waited = match outcome {
+        Outcome::Silence(waited) | Outcome::WriteStalled(waited) => *waited,
+        _ => limits.step_timeout,
+    };
     result.behaviour("slow-large-request");
     result.measure("largest_answered", largest as u64);
     result.measure("first_failed", Value::Null);
@@ -444,9 +466,9 @@ async fn slow(
         return result.note(
             Verdict::Warn,
             format!(
-                "a request of {failed_size} bytes got no answer within --step-timeout {}: the server is slow (or \
-                 stuck). Its limit above {largest} bytes is unknown: raise --step-timeout to measure it",
-                fmt_duration(limits.step_timeout)
+                "a request of {failed_size} bytes got no answer within {}: the server is slow (or stuck). Its \
+                 limit above {largest} bytes is unknown: raise --step-timeout to measure it",
+                fmt_duration(waited)
             ),
         );
     }
@@ -463,10 +485,10 @@ async fn slow(
         Ok(_) => result.note(
             Verdict::Warn,
             format!(
-                "a request of {failed_size} bytes was not taken within --step-timeout {}: the server reads slowly \
-                 (or stopped reading); a fresh server answered at once. Its limit above {largest} bytes is \
-                 unknown: raise --step-timeout to measure it",
-                fmt_duration(limits.step_timeout)
+                "a request of {failed_size} bytes was not taken within {}: the server reads slowly (or stopped \
+                 reading); a fresh server answered at once. Its limit above {largest} bytes is unknown: raise \
+                 --step-timeout to measure it",
+                fmt_duration(waited)
             ),
         ),
         Err(e) => result.note(
