@@ -213,6 +213,21 @@ class Ratios(unittest.TestCase):
         r = self.row("framing_200B", "read_into", "line_buffer", "throughput")
         self.assertEqual(r["verdict"], "within noise")
 
+    def test_a_memory_cost_below_the_page_resolution_counts_as_the_resolution(self):
+        E = report.Estimate
+        # 50 sessions: RssAnon moves by 4 KiB pages, so 0 reads "under 0.08 KiB".
+        estimates = {"idle-memory": {"scale/50/adapter": E(0.48, 0.0, 0.48), "scale/50/rmcp": E(11.44, 11.44, 11.44)}}
+        r = report.ratio_estimate(estimates, "idle-memory", "scale/50", "adapter", "rmcp")
+        self.assertEqual((round(r.value, 4), round(r.low, 4), round(r.high, 4)),
+                         (round(11.44 / 0.48, 4), round(11.44 / 0.48, 4), round(11.44 / 0.08, 4)))
+        self.assertEqual(report.verdict_of(r, 1.0), "PASS")
+        # Both sides at 0: equal costs at the resolution, a ratio of 1, not "not measured".
+        zero = {"idle-memory": {"scale/50/a": E(0.0, 0.0, 0.0), "scale/50/b": E(0.0, 0.0, 0.0)}}
+        self.assertEqual(report.ratio_estimate(zero, "idle-memory", "scale/50", "a", "b").value, 1.0)
+        # Time and CPU have no resolution floor: a zero cost is still not measured.
+        cpu = {"cpu": {"g/a": E(0.0, 0.0, 0.0), "g/b": E(1.0, 1.0, 1.0)}}
+        self.assertIsNone(report.ratio_estimate(cpu, "cpu", "g", "a", "b"))
+
     def test_verdicts_at_the_edges(self):
         E = report.Estimate
         self.assertEqual(report.verdict_of(E(1.2, 1.0, 1.4), 1.0), "PASS")  # the low end on the target
