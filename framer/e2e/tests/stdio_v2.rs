@@ -42,6 +42,14 @@ fn final_report(stderr: &str) -> Value {
     report::last(stderr, "report").unwrap_or_else(|| panic!("no report line in stderr:\n{stderr}"))
 }
 
+/// The pid the `subprocess` tool reports in its first progress notification.
+async fn child_pid(call: &mut mcp_framer_stdio_v2::host::Call) -> u32 {
+    let Some(Ok(Item::Notification(progress))) = call.next().await else { panic!("no pid progress") };
+    let progress: Value = serde_json::from_slice(&progress).unwrap();
+    let message = progress["params"]["message"].as_str().unwrap_or_default();
+    message.strip_prefix("pid ").and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("not a pid: {progress}"))
+}
+
 async fn ping(client: &Client) {
     let response = client.request("ping", &json!({})).await.expect("ping answered");
     assert_eq!(response.result(), json!({}));
@@ -315,10 +323,7 @@ async fn a_reset_kills_the_process_tree_the_call_started() {
                 )
                 .await
                 .unwrap();
-            let Some(Ok(Item::Notification(progress))) = call.next().await else { panic!("no pid progress") };
-            let progress: Value = serde_json::from_slice(&progress).unwrap();
-            let pid: u32 =
-                progress["params"]["message"].as_str().unwrap().strip_prefix("pid ").unwrap().parse().unwrap();
+            let pid = child_pid(&mut call).await;
             assert!(alive(pid), "the tool's child runs");
             drop(call); // RST_STREAM(CANCEL)
             assert!(eventually_async(Duration::from_secs(30), || !alive(pid)).await, "child {pid} outlived the reset");
@@ -467,9 +472,7 @@ async fn shutdown_ends_the_server_and_its_tree() {
             .call("tools/call", &with_progress("subprocess", json!({"script": "sleep 30 & sleep 30; wait"}), "t"))
             .await
             .unwrap();
-        let Some(Ok(Item::Notification(progress))) = call.next().await else { panic!("no pid progress") };
-        let progress: Value = serde_json::from_slice(&progress).unwrap();
-        let pid: u32 = progress["params"]["message"].as_str().unwrap().strip_prefix("pid ").unwrap().parse().unwrap();
+        let pid = child_pid(&mut call).await;
         let waiting = tokio::spawn(call.response());
         let ended = client.shutdown().await;
         assert!(ended.exit_status.is_some(), "the server exited: {ended:?}");
@@ -496,6 +499,92 @@ async fn eof_on_stdin_ends_the_server() {
         let ended = client.shutdown().await;
         assert!(ended.exit_status.is_some_and(|s| s.success()), "{ended:?}");
         assert!(final_report(&ended.stderr_tail)["v2"]["connection_error"].is_null(), "{}", ended.stderr_tail);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_failures_are_typed_and_come_at_once() {
+    watchdog(WATCHDOG, "startup failures", async {
+        let sh = |script: &str| {
+            let mut command = tokio::process::Command::new("sh");
+            command.args(["-c", script]);
+            command
+        };
+        let config = HostConfig::default().with_startup_timeout(Duration::from_secs(60));
+        // Exits without a word: the exit status and the stderr tail.
+        match Client::spawn(sh("echo going away >&2; exit 3"), config.clone()).await {
+            Err(Error::Startup { reason, exit_status, stderr_tail }) => {
+                // Before or after the preface was written: either way the exit is named.
+                assert!(reason.contains("closed its stdout") || reason.contains("Broken pipe"), "{reason}");
+                assert_eq!(exit_status.and_then(|s| s.code()), Some(3));
+                assert!(stderr_tail.contains("going away"), "{stderr_tail:?}");
+            }
+            other => panic!("expected a startup error, got {other:?}"),
+        }
+        // Neither HTTP/2 nor JSON.
+        match Client::spawn(sh("echo hello; sleep 30"), config.clone()).await {
+            Err(Error::Startup { reason, .. }) => {
+                assert!(reason.contains("neither HTTP/2 nor JSON") && reason.contains("hello"), "{reason}")
+            }
+            other => panic!("expected a startup error, got {other:?}"),
+        }
+        // Silence: the startup deadline.
+        let quick = HostConfig::default().with_startup_timeout(Duration::from_millis(500));
+        match Client::spawn(sh("sleep 30"), quick).await {
+            Err(Error::Startup { reason, .. }) => assert!(reason.contains("wrote nothing"), "{reason}"),
+            other => panic!("expected a startup error, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+/// The reading half of an HTTP/2 client that never reads the server's
+/// stdout: every read stays pending.
+struct NeverRead;
+
+impl tokio::io::AsyncRead for NeverRead {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_stops_reading_stdout_ends_the_session_after_the_stall_timeout() {
+    watchdog(WATCHDOG, "stalled writer", async {
+        use tokio::io::AsyncReadExt;
+        let mut command = v2_command(&["--stall-ms", "500", "--grace-ms", "200"]);
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let _stdout = child.stdout.take().unwrap(); // held, never read
+        let mut stderr = child.stderr.take().unwrap();
+        let (mut send, connection) = h2::client::handshake(tokio::io::join(NeverRead, stdin)).await.unwrap();
+        let driving = tokio::spawn(connection);
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":8000000}}}"#;
+        let message = mcp_framer_jsonrpc::parse(body).unwrap();
+        let headers = wire::request_headers("tools/call", &wire::Params::read(message.payload()), "2025-11-25");
+        let mut request = http::Request::builder().method("POST").uri("http://localhost/mcp").body(()).unwrap();
+        *request.headers_mut() = headers;
+        let (_response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(bytes::Bytes::from_static(body), true).unwrap();
+        // The server ends the session on its own: it exits, its report says why.
+        let status = child.wait().await.unwrap();
+        assert!(status.success(), "{status}");
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).await.unwrap();
+        let report = final_report(&text);
+        assert_eq!(report["v2"]["stalled"], json!(true), "{report}");
+        driving.abort();
     })
     .await;
 }

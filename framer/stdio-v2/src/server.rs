@@ -1065,10 +1065,8 @@ async fn read_body(body: &mut RecvStream, declared: Option<u64>, max: usize) -> 
 async fn route_dispatcher_output(front: Arc<Front>, mut output: DuplexStream, max_send: usize) {
     let mut framer = Framer::new(Config::DEFAULT.with_max_frame(max_send));
     loop {
-        let n = match output.read(framer.spare()).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the output as its end does.
+        let n: usize = output.read(framer.spare()).await.unwrap_or_default();
         if n == 0 {
             framer.finish();
         } else {

@@ -243,7 +243,7 @@ pub fn encode_header_value(text: &str) -> Cow<'_, str> {
         && text.bytes().all(|b| b == b'\t' || (0x20..=0x7e).contains(&b))
         && !text.starts_with([' ', '\t'])
         && !text.ends_with([' ', '\t'])
-        && !(text.starts_with(SENTINEL_START) && text.ends_with(SENTINEL_END));
+        && (!text.starts_with(SENTINEL_START) || !text.ends_with(SENTINEL_END));
     if safe {
         Cow::Borrowed(text)
     } else {
@@ -280,7 +280,7 @@ fn base64(bytes: &[u8]) -> String {
 
 fn unbase64(text: &str) -> Option<Vec<u8>> {
     let text = text.as_bytes();
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 4 * 3);
