@@ -367,24 +367,57 @@ async fn notifications_cancelled_still_cancels_and_ends_the_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ping_is_answered_while_a_64_mib_result_streams() {
     watchdog(WATCHDOG, "head-of-line", async {
+        const BIG: u64 = 64 << 20;
         let client =
             Arc::new(spawn(&["--max-frame", "83886080"], HostConfig::default().with_max_receive(80 << 20)).await);
-        let mut big = client.call("tools/call", &call_params("big", json!({"bytes": 64 << 20}))).await.unwrap();
+        for round in 0..2 {
+            let mut big = client.call("tools/call", &call_params("big", json!({"bytes": BIG}))).await.unwrap();
+            assert_eq!(big.started().await.unwrap(), 200, "the large result is being sent");
+            let before = client.counters().body_bytes;
+            let order = Arc::new(AtomicU8::new(0));
+            let big_done = {
+                let order = Arc::clone(&order);
+                tokio::spawn(async move {
+                    let response = big.response().await.expect("the large result arrives");
+                    let at = order.fetch_add(1, Ordering::SeqCst);
+                    (response.text().len() as u64, at)
+                })
+            };
+            ping(&client).await;
+            let ping_at = order.fetch_add(1, Ordering::SeqCst);
+            let big_bytes_by_then = client.counters().body_bytes - before;
+            let (len, big_at) = big_done.await.unwrap();
+            assert_eq!(len, BIG);
+            assert!(ping_at < big_at, "round {round}: the ping was answered before the 64 MiB result ended");
+            // Not merely before its last window: the result was far from done.
+            assert!(
+                big_bytes_by_then < BIG * 3 / 4,
+                "round {round}: {big_bytes_by_then} of {BIG} bytes of the result had arrived when the ping was answered"
+            );
+        }
+        Arc::into_inner(client).unwrap().shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_nobody_reads_holds_up_no_other_stream() {
+    watchdog(WATCHDOG, "per-stream flow control", async {
+        const BIG: u64 = 64 << 20;
+        let client =
+            Arc::new(spawn(&["--max-frame", "83886080"], HostConfig::default().with_max_receive(80 << 20)).await);
+        let mut big = client.call("tools/call", &call_params("big", json!({"bytes": BIG}))).await.unwrap();
         assert_eq!(big.started().await.unwrap(), 200);
-        let order = Arc::new(AtomicU8::new(0));
-        let big_done = {
-            let order = Arc::clone(&order);
-            tokio::spawn(async move {
-                let response = big.response().await.expect("the large result arrives");
-                let at = order.fetch_add(1, Ordering::SeqCst);
-                (response.text().len(), at)
-            })
-        };
-        ping(&client).await;
-        let ping_at = order.fetch_add(1, Ordering::SeqCst);
-        let (len, big_at) = big_done.await.unwrap();
-        assert_eq!(len, 64 << 20);
-        assert!(ping_at < big_at, "the ping was answered before the 64 MiB result ended");
+        // The large result's stream is not read: its window fills and the
+        // server waits on that stream alone. Other calls are answered.
+        for i in 0..20 {
+            ping(&client).await;
+            let text = format!("while stalled {i}");
+            let echo = client.request("tools/call", &call_params("echo", json!({"text": text}))).await.unwrap();
+            assert_eq!(echo.text(), text);
+        }
+        let response = big.response().await.expect("the stalled result arrives once read");
+        assert_eq!(response.text().len() as u64, BIG);
         Arc::into_inner(client).unwrap().shutdown().await;
     })
     .await;

@@ -287,6 +287,8 @@ pub struct HostCounters {
     pub events: u64,
     /// Responses or events over the limit (their streams reset).
     pub oversize_responses: u64,
+    /// Body bytes received (DATA, every stream), counted as they arrive.
+    pub body_bytes: u64,
     /// Calls cancelled by a stream reset (explicitly, by drop or by the
     /// request timeout).
     pub cancelled: u64,
@@ -301,6 +303,7 @@ struct Counters {
     responses: AtomicU64,
     events: AtomicU64,
     oversize_responses: AtomicU64,
+    body_bytes: AtomicU64,
     cancelled: AtomicU64,
 }
 
@@ -699,6 +702,7 @@ fn counters_of(shared: &Shared) -> HostCounters {
         responses: get(&c.responses),
         events: get(&c.events),
         oversize_responses: get(&c.oversize_responses),
+        body_bytes: get(&c.body_bytes),
         cancelled: get(&c.cancelled),
         stderr_bytes: shared.stderr_bytes.load(Ordering::Relaxed),
     }
@@ -903,7 +907,7 @@ impl Call {
     async fn error_from(&mut self, answer: http::Response<RecvStream>) -> Option<Error> {
         let status = answer.status().as_u16();
         let mut body = answer.into_body();
-        let bytes = match read_limited(&mut body, self.max, self.deadline).await {
+        let bytes = match read_limited(&mut body, self.max, self.deadline, &self.shared.counters.body_bytes).await {
             Ok(bytes) => bytes,
             Err(ReadEnd::TooLarge(seen)) => return Some(self.too_large(seen)),
             Err(ReadEnd::TimedOut) => return Some(self.timed_out()),
@@ -965,7 +969,7 @@ impl Call {
                 }
                 State::Json { body, status } => {
                     let status = *status;
-                    let read = read_limited(body, self.max, self.deadline).await;
+                    let read = read_limited(body, self.max, self.deadline, &self.shared.counters.body_bytes).await;
                     self.finished = true;
                     self.state = State::Done;
                     return Some(match read {
@@ -1006,6 +1010,7 @@ impl Call {
                         Ok(Some(Ok(chunk))) => chunk,
                     };
                     let _ = body.flow_control().release_capacity(chunk.len());
+                    self.shared.counters.body_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                     let mut out = Vec::new();
                     let pushed = self.sse.as_mut().map(|sse| sse.push(&chunk, &mut out)).unwrap_or(Ok(()));
                     if let Err(too_large) = pushed {
@@ -1065,7 +1070,12 @@ enum ReadEnd {
 }
 
 /// Reads a body under `max` bytes, counting DATA as it arrives.
-async fn read_limited(body: &mut RecvStream, max: usize, deadline: tokio::time::Instant) -> Result<Bytes, ReadEnd> {
+async fn read_limited(
+    body: &mut RecvStream,
+    max: usize,
+    deadline: tokio::time::Instant,
+    received: &AtomicU64,
+) -> Result<Bytes, ReadEnd> {
     let mut bytes = Vec::new();
     loop {
         let chunk = match tokio::time::timeout_at(deadline, body.data()).await {
@@ -1074,6 +1084,7 @@ async fn read_limited(body: &mut RecvStream, max: usize, deadline: tokio::time::
             Ok(Some(chunk)) => chunk.map_err(ReadEnd::Failed)?,
         };
         let _ = body.flow_control().release_capacity(chunk.len());
+        received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         if bytes.len() + chunk.len() > max {
             return Err(ReadEnd::TooLarge((bytes.len() + chunk.len()) as u64));
         }
