@@ -378,7 +378,6 @@ struct Shared {
     child: tokio::sync::Mutex<tree::Child>,
     killer: Killer,
     closed: Mutex<Option<String>>,
-    ended: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -419,6 +418,16 @@ pub struct Client {
     encoder: Encoder,
     connection: tokio::task::JoinHandle<()>,
     stderr_drain: tokio::task::JoinHandle<()>,
+    _kill_on_drop: KillOnDrop,
+}
+
+/// Kills the child's tree when the client is dropped (no runtime needed).
+struct KillOnDrop(Killer);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
 }
 
 impl fmt::Debug for Client {
@@ -440,7 +449,6 @@ impl Client {
             let _ = killer.kill();
             return Err(startup("the child's stdio could not be piped".into()));
         };
-        let (ended, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             counters: Counters::default(),
             stderr: Mutex::new(Previewer::new(Keep::Tail(config.stderr_tail))),
@@ -448,7 +456,6 @@ impl Client {
             child: tokio::sync::Mutex::new(child),
             killer,
             closed: Mutex::new(None),
-            ended,
         });
         let stderr_drain = tokio::spawn(drain_stderr(stderr, Arc::downgrade(&shared)));
 
@@ -469,7 +476,7 @@ impl Client {
             Ok(Err(e)) => return Err(shared.startup_error(format!("the HTTP/2 handshake failed: {e}")).await),
             Err(_) => return Err(shared.startup_error("the HTTP/2 handshake did not complete".into()).await),
         };
-        let connection = tokio::spawn(drive(connection, Arc::clone(&shared), clock, config.write_timeout));
+        let connection = tokio::spawn(drive(connection, Arc::downgrade(&shared), clock, config.write_timeout));
         let decided = tokio::time::timeout(config.startup_timeout, verdict.wait_for(|v| *v != Verdict::Waiting)).await;
         let verdict = match decided {
             Ok(Ok(verdict)) => verdict.clone(),
@@ -500,6 +507,7 @@ impl Client {
                     .await);
             }
         }
+        let shared_killer = shared.killer.clone();
         Ok(Client {
             send,
             shared,
@@ -508,6 +516,7 @@ impl Client {
             encoder: Encoder::unlimited(),
             connection,
             stderr_drain,
+            _kill_on_drop: KillOnDrop(shared_killer),
         })
     }
 
@@ -722,7 +731,7 @@ pub struct Ended {
 
 /// Drives the HTTP/2 connection until it ends, recording why; ends it if a
 /// write to the child's stdin stays pending for `write_timeout`.
-async fn drive<C>(connection: C, shared: Arc<Shared>, clock: Arc<StallClock>, write_timeout: Duration)
+async fn drive<C>(connection: C, shared: std::sync::Weak<Shared>, clock: Arc<StallClock>, write_timeout: Duration)
 where
     C: std::future::Future<Output = Result<(), h2::Error>>,
 {
@@ -739,8 +748,9 @@ where
             },
         }
     };
-    shared.closed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
-    shared.ended.send_replace(true);
+    if let Some(shared) = shared.upgrade() {
+        shared.closed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
+    }
 }
 
 /// Drains the child's stderr to EOF into the bounded tail.
