@@ -621,3 +621,48 @@ async fn a_host_that_stops_reading_stdout_ends_the_session_after_the_stall_timeo
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_reading_stdin_ends_the_session_after_the_write_timeout() {
+    watchdog(WATCHDOG, "stalled stdin", async {
+        // A child that answers the preface with an empty SETTINGS frame, then
+        // never reads its stdin.
+        let mut command = tokio::process::Command::new("sh");
+        command.args(["-c", r"printf '\000\000\000\004\000\000\000\000\000'; sleep 30"]);
+        let config = HostConfig::default().with_write_timeout(Duration::from_millis(500));
+        let client = Client::spawn(command, config).await.expect("a SETTINGS frame starts the session");
+        // More than the pipe holds (the peer's default window, 64 KiB, plus the preface and headers).
+        let body = ping_of_len(1, 200_000);
+        let call = client.call_raw(Id::Number(1), "ping", body).await.unwrap();
+        match call.response().await {
+            Err(Error::Closed(closed)) => assert!(closed.reason.contains("stopped reading its stdin"), "{closed}"),
+            other => panic!("expected the session to end, got {other:?}"),
+        }
+        let ended = client.shutdown().await;
+        assert!(ended.exit_status.is_some(), "the child was stopped");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_the_calls_in_flight_and_ends_the_server() {
+    use rustix::process::{Pid, Signal, kill_process};
+    watchdog(WATCHDOG, "SIGTERM", async {
+        let client = spawn(&[], HostConfig::default()).await;
+        let pid = client.pid().await.unwrap();
+        let mut slow = client.call("tools/call", &call_params("slow", json!({"ms": 30_000}))).await.unwrap();
+        // The call runs once its handler reported it; then the signal.
+        assert!(eventually_async(Duration::from_secs(30), || client.stderr_tail().contains("tool_started")).await);
+        kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::TERM).unwrap();
+        match slow.next().await {
+            Some(Err(Error::Rpc { error, .. })) => {
+                assert_eq!(error.code, -32603);
+                assert!(error.message.contains("SIGTERM"), "{}", error.message);
+            }
+            other => panic!("expected the call to be answered -32603, got {other:?}"),
+        }
+        let ended = client.shutdown().await;
+        assert_eq!(ended.exit_status.and_then(|s| s.code()), Some(128 + 15), "{ended:?}");
+    })
+    .await;
+}

@@ -142,6 +142,13 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::write_timeout`].
+    #[must_use]
+    pub fn with_write_timeout(mut self, timeout: Duration) -> HostConfig {
+        self.write_timeout = timeout;
+        self
+    }
+
     /// Sets [`HostConfig::stream_window`].
     #[must_use]
     pub fn with_stream_window(mut self, bytes: u32) -> HostConfig {
