@@ -343,13 +343,11 @@ async fn notifications_cancelled_still_cancels_and_ends_the_stream() {
         let client = spawn(&[], HostConfig::default()).await;
         let call = client.call("tools/call", &call_params("slow", json!({"ms": 30_000}))).await.unwrap();
         let id = call.id().clone();
-        // Wait until the call runs, then cancel it the stdio way.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Once the call runs, cancel it the stdio way.
+        assert!(eventually_async(Duration::from_secs(30), || client.stderr_tail().contains("tool_started")).await);
         client.notify("notifications/cancelled", &json!({"requestId": id, "reason": "test"})).await.unwrap();
         match call.response().await {
-            Err(Error::Closed(closed)) => {
-                assert!(closed.reason.contains("CANCEL") || closed.reason.contains("stream"), "{closed}")
-            }
+            Err(Error::Reset { reason }) => assert!(reason.starts_with("CANCEL"), "{reason}"),
             other => panic!("expected the stream to be reset, got {other:?}"),
         }
         ping(&client).await;

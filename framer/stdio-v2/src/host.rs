@@ -214,6 +214,13 @@ pub enum Error {
         /// The timeout.
         after: Duration,
     },
+    /// The server reset the request's stream (`RST_STREAM`), the session
+    /// going on: the request was cancelled on the server's side (a
+    /// `notifications/cancelled` for it, or the server's own refusal).
+    Reset {
+        /// The reset's error code.
+        reason: String,
+    },
     /// The message could not be encoded.
     Encode(EncodeError),
     /// The session ended: why, the exit status and the stderr tail.
@@ -272,6 +279,7 @@ impl fmt::Display for Error {
                  its stream was reset"
             ),
             Error::TimedOut { method, after } => write!(f, "{method} got no response within {after:?}; cancelled"),
+            Error::Reset { reason } => write!(f, "the server reset the request's stream ({reason})"),
             Error::Encode(e) => write!(f, "the message could not be encoded: {e}"),
             Error::Closed(closed) => write!(f, "{closed}"),
         }
@@ -385,6 +393,8 @@ struct Shared {
     child: tokio::sync::Mutex<tree::Child>,
     killer: Killer,
     closed: Mutex<Option<String>>,
+    /// Set once the connection has ended and `closed` says why.
+    ended: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -404,6 +414,21 @@ impl Shared {
             }
         };
         Error::Closed(Arc::new(Closed { reason, exit_status, stderr_tail: self.stderr_tail() }))
+    }
+}
+
+impl Shared {
+    /// The error for a stream that failed with `error`: the server's reset
+    /// of this stream alone ([`Error::Reset`]), or the end of the session
+    /// (waiting a moment for the connection task to say why).
+    async fn stream_failed(&self, error: h2::Error, what: &str) -> Error {
+        if error.is_reset() && !*self.ended.borrow() {
+            let reason = error.reason().unwrap_or(Reason::CANCEL);
+            return Error::Reset { reason: format!("{reason:?}: {reason}") };
+        }
+        let mut ended = self.ended.subscribe();
+        let _ = tokio::time::timeout(Duration::from_secs(1), ended.wait_for(|ended| *ended)).await;
+        self.closed(&format!("{what}: {error}")).await
     }
 }
 
@@ -463,6 +488,7 @@ impl Client {
             child: tokio::sync::Mutex::new(child),
             killer,
             closed: Mutex::new(None),
+            ended: watch::channel(false).0,
         });
         let stderr_drain = tokio::spawn(drain_stderr(stderr, Arc::downgrade(&shared)));
 
@@ -757,6 +783,7 @@ where
     };
     if let Some(shared) = shared.upgrade() {
         shared.closed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
+        shared.ended.send_replace(true);
     }
 }
 
@@ -902,7 +929,7 @@ impl Call {
             Err(e) => {
                 self.finished = true;
                 self.state = State::Done;
-                Err(self.shared.closed(&format!("the request's stream failed: {e}")).await)
+                Err(self.shared.stream_failed(e, "the request's stream failed").await)
             }
         }
     }
@@ -929,7 +956,7 @@ impl Call {
             Err(ReadEnd::TooLarge(seen)) => return Some(self.too_large(seen)),
             Err(ReadEnd::TimedOut) => return Some(self.timed_out()),
             Err(ReadEnd::Failed(e)) => {
-                return Some(self.shared.closed(&format!("the answer's body failed: {e}")).await);
+                return Some(self.shared.stream_failed(e, "the answer's body failed").await);
             }
         };
         match serde_json::from_slice::<Value>(&bytes).ok().and_then(|mut v| v.get_mut("error").map(Value::take)) {
@@ -993,9 +1020,7 @@ impl Call {
                         Ok(bytes) => self.final_message(bytes, status, Vec::new()).map(Item::Response),
                         Err(ReadEnd::TooLarge(seen)) => Err(self.too_large(seen)),
                         Err(ReadEnd::TimedOut) => Err(self.timed_out()),
-                        Err(ReadEnd::Failed(e)) => {
-                            Err(self.shared.closed(&format!("the response body failed: {e}")).await)
-                        }
+                        Err(ReadEnd::Failed(e)) => Err(self.shared.stream_failed(e, "the response body failed").await),
                     });
                 }
                 State::Events { body, status, ready } => {
@@ -1022,7 +1047,7 @@ impl Call {
                         Ok(Some(Err(e))) => {
                             self.finished = true;
                             self.state = State::Done;
-                            return Some(Err(self.shared.closed(&format!("the event stream failed: {e}")).await));
+                            return Some(Err(self.shared.stream_failed(e, "the event stream failed").await));
                         }
                         Ok(Some(Ok(chunk))) => chunk,
                     };
