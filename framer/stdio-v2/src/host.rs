@@ -35,7 +35,9 @@
 //! * **Cancellation.** [`Call::cancel`], or dropping an unfinished
 //!   [`Call`] (a dropped `request` future included), resets its stream
 //!   (`RST_STREAM(CANCEL)`): the server cancels the request (its tasks and
-//!   process trees). Counted in [`HostCounters::cancelled`].
+//!   process trees). Counted in [`HostCounters::cancelled`]. A stream the
+//!   server resets (a request cancelled by `notifications/cancelled`) fails
+//!   its call with [`Error::Reset`]; the session goes on.
 //! * **Deadlines.** A request fails with [`Error::TimedOut`] after
 //!   [`HostConfig::request_timeout`] (its stream is reset). A write to the
 //!   child's stdin pending for [`HostConfig::write_timeout`] (the child is
