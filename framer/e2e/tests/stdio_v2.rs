@@ -184,8 +184,20 @@ async fn a_response_over_the_host_limit_fails_that_call_only() {
             }
             other => panic!("expected ResponseTooLarge, got {other:?}"),
         }
+        // The same for an event of an event stream (the result after progress),
+        // refused before its line ends.
+        let mut streaming = client
+            .call("tools/call", &with_progress("ticks", json!({"count": 1, "ms": 1, "bytes": 2_000_000}), "big-event"))
+            .await
+            .unwrap();
+        assert!(matches!(streaming.next().await, Some(Ok(Item::Notification(_)))));
+        match streaming.next().await {
+            Some(Err(Error::ResponseTooLarge { seen, max, .. })) => assert!(seen > max as u64 && max == 1 << 20),
+            other => panic!("expected ResponseTooLarge, got {other:?}"),
+        }
+        drop(streaming);
         ping(&client).await;
-        assert_eq!(client.counters().oversize_responses, 1);
+        assert_eq!(client.counters().oversize_responses, 2);
         assert_eq!(client.counters().cancelled, 0, "an oversize answer is not a cancellation");
         client.shutdown().await;
     })
@@ -661,6 +673,45 @@ async fn sigterm_answers_the_calls_in_flight_and_ends_the_server() {
         }
         let ended = client.shutdown().await;
         assert_eq!(ended.exit_status.and_then(|s| s.code()), Some(128 + 15), "{ended:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_with_an_id_or_token_in_flight_is_refused_and_the_first_goes_on() {
+    watchdog(WATCHDOG, "duplicate ids", async {
+        let client = spawn(&[], HostConfig::default()).await;
+        let echo = |id: i64, token: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"first"}},"_meta":{{"progressToken":"{token}"}}}}}}"#
+            )
+            .into_bytes()
+        };
+        let hold = |id: i64, token: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ticks","arguments":{{"count":2,"ms":20000}},"_meta":{{"progressToken":"{token}"}}}}}}"#
+            )
+            .into_bytes()
+        };
+        let mut first = client.call_raw(Id::Number(77), "tools/call", hold(77, "tok")).await.unwrap();
+        assert!(matches!(first.next().await, Some(Ok(Item::Notification(_)))), "the first call runs");
+        for (id, token) in [(77, "other"), (78, "tok")] {
+            match client.call_raw(Id::Number(id), "tools/call", echo(id, token)).await.unwrap().response().await {
+                Err(Error::Rpc { status: 400, error }) => {
+                    assert_eq!(error.code, -32600);
+                    assert!(error.message.contains("in flight"), "{}", error.message);
+                }
+                other => panic!("expected 400 -32600 for id {id}, token {token}, got {other:?}"),
+            }
+        }
+        // The first is untouched: cancel it; a fresh id is served.
+        first.cancel();
+        let fresh = client.call_raw(Id::Number(79), "tools/call", echo(79, "tok2")).await.unwrap();
+        assert_eq!(fresh.response().await.unwrap().text(), "first");
+        let ended = client.shutdown().await;
+        let report = final_report(&ended.stderr_tail);
+        assert_eq!(report["v2"]["duplicate_ids"], json!(2), "{report}");
+        assert_eq!(report["duplicate_ids"], json!(0), "the dispatcher never saw them");
     })
     .await;
 }
