@@ -617,10 +617,13 @@ impl Client {
             *map = headers;
         }
         let request = request.body(()).map_err(|e| Error::Protocol { status: 0, detail: e.to_string() })?;
-        let ready = self.send.clone().ready().await;
-        let mut send = match ready {
-            Ok(send) => send,
-            Err(_) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
+        let deadline = tokio::time::Instant::now() + self.config.request_timeout;
+        let timed_out = || Error::TimedOut { method: method.to_owned(), after: self.config.request_timeout };
+        // Waits while the server's stream limit is reached, within the deadline.
+        let mut send = match tokio::time::timeout_at(deadline, self.send.clone().ready()).await {
+            Ok(Ok(send)) => send,
+            Ok(Err(_)) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
+            Err(_) => return Err(timed_out()),
         };
         let (response, mut stream) = match send.send_request(request, body.is_empty()) {
             Ok(pair) => pair,
@@ -634,20 +637,33 @@ impl Client {
             sse: None,
             shared: Arc::clone(&self.shared),
             max: self.config.max_receive,
-            deadline: tokio::time::Instant::now() + self.config.request_timeout,
+            deadline,
             timeout: self.config.request_timeout,
             finished: false,
+            body_unfinished: false,
         };
         if !body.is_empty() {
             // Send the body within the window; an early answer (a 413) ends it.
             let State::Waiting(response) = &mut call.state else { unreachable!() };
-            let early = tokio::select! {
-                sent = send_data(&mut stream, body, true) => { let _ = sent; None }
-                answer = response => Some(answer),
-            };
-            if let Some(answer) = early {
-                stream.send_reset(Reason::CANCEL);
-                call.state = State::Early(Some(answer));
+            let early = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    sent = send_data(&mut stream, body, true) => { let _ = sent; None }
+                    answer = response => Some(answer),
+                }
+            })
+            .await;
+            match early {
+                Ok(None) => {}
+                Ok(Some(answer)) => {
+                    // Answered before the whole body was taken (a 413): stop
+                    // sending; the stream is reset once the answer is read.
+                    call.body_unfinished = true;
+                    call.state = State::Early(Some(answer));
+                }
+                Err(_) => {
+                    call.stream = Some(stream);
+                    return Err(call.timed_out());
+                }
             }
         }
         call.stream = Some(stream);
@@ -863,6 +879,8 @@ pub struct Call {
     deadline: tokio::time::Instant,
     timeout: Duration,
     finished: bool,
+    /// The answer came before the request body was all sent.
+    body_unfinished: bool,
 }
 
 impl fmt::Debug for Call {
@@ -1104,6 +1122,11 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         self.reset();
+        if self.body_unfinished
+            && let Some(stream) = self.stream.as_mut()
+        {
+            stream.send_reset(Reason::CANCEL);
+        }
     }
 }
 
