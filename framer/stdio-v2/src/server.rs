@@ -204,7 +204,8 @@ pub struct V2Report {
     /// The session ended because the output stalled for
     /// [`V2Config::stall_timeout`].
     pub stalled: bool,
-    /// The HTTP/2 connection's error, if it ended with one.
+    /// The HTTP/2 connection's error, if it ended with one (the client
+    /// closing the pipes, even mid-write, is not one).
     pub connection_error: Option<String>,
 }
 
@@ -394,6 +395,10 @@ where
                         bump(&counters.streams);
                         tokio::spawn(Arc::clone(&front).handle(request, respond));
                     }
+                    Some(Err(error)) if peer_closed(&error) => {
+                        tracing::debug!(%error, "the client closed the pipes");
+                        break;
+                    }
                     Some(Err(error)) => {
                         tracing::warn!(%error, "the HTTP/2 connection ended with an error");
                         connection_error = Some(error.to_string());
@@ -437,6 +442,15 @@ where
     report.connection_error = connection_error;
     drop(signal_tx);
     Ok(report)
+}
+
+/// Whether the connection ended because the client closed the pipes (a
+/// write met a closed stdout, or stdin ended inside a frame): the end of
+/// the session, as a clean end of input is, not an error.
+fn peer_closed(error: &h2::Error) -> bool {
+    error.get_io().is_some_and(|io| {
+        matches!(io.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset)
+    })
 }
 
 /// The selection-mismatch error.
