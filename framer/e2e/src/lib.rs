@@ -9,6 +9,9 @@
 //! * [`probe_fixture`]: a small server on plain threads whose switches each
 //!   reproduce one defect `mcp-probe` checks for. Binary: `probe_fixture`
 //!   (and `probe_cli`, the probe itself, for the tests).
+//! * [`v2_server`]: the `lib_server` tools behind the experimental
+//!   `stdio-v2` front (HTTP/2 over stdio), plus a few tools of its own.
+//!   Binary: `v2_server`.
 //! * [`report`]: the machine-readable stderr lines both fixtures write.
 //! * [`support`]: watchdogs, polling, and process-group checks for the tests.
 //!
@@ -30,6 +33,7 @@ pub mod lib_server;
 pub mod probe_fixture;
 pub mod report;
 pub mod support;
+pub mod v2_server;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -106,7 +106,7 @@ mod imp {
             self.send(Signal::KILL)
         }
         #[cfg(feature = "host")]
-        pub(crate) fn terminate(&self) -> io::Result<bool> {
+        pub fn terminate(&self) -> io::Result<bool> {
             self.send(Signal::TERM).map(|()| true)
         }
         fn send(&self, signal: Signal) -> io::Result<()> {
@@ -251,7 +251,7 @@ mod imp {
         #[cfg(feature = "host")]
         /// Windows has no signal that asks a process without a console to
         /// exit: `false`, nothing sent.
-        pub(crate) fn terminate(&self) -> io::Result<bool> {
+        pub fn terminate(&self) -> io::Result<bool> {
             Ok(false)
         }
     }
@@ -326,7 +326,7 @@ impl Killer {
     #[cfg(feature = "host")]
     /// Asks to exit: SIGTERM to the group (or the pid) on unix, `Ok(true)`.
     /// Windows has no such request: `Ok(false)`, nothing sent.
-    pub(crate) fn terminate(&self) -> io::Result<bool> {
+    pub fn terminate(&self) -> io::Result<bool> {
         self.0.terminate()
     }
 }

@@ -57,8 +57,7 @@ pub(crate) fn screen<'a>(
         Event::OversizeSkipped { len } => {
             bump(&counters.oversize);
             tracing::warn!(len, max = max_frame, "oversize message discarded");
-            let message = format!("message of {len} bytes exceeds the transport limit of {max_frame} bytes");
-            Screened::Reply(outbox.error_frame(None, &ErrorObject::new(INVALID_REQUEST, message)))
+            Screened::Reply(outbox.error_frame(None, &oversize_error(len as u64, false, max_frame)))
         }
         Event::Truncated { len, oversize: true } => {
             bump(&counters.oversize);
@@ -74,4 +73,26 @@ pub(crate) fn screen<'a>(
             Screened::Skip
         }
     }
+}
+
+/// The error a server answers a message over the transport limit with:
+/// -32600 (invalid request), sent with a `null` id (the message was never
+/// parsed), its message naming the length (`at_least`: the reader stopped
+/// counting at `len`) and the limit `max_frame`. The newline transport's
+/// answer to an oversize frame; the experimental `stdio-v2` server answers
+/// an oversize body with the same error.
+///
+/// ```
+/// use mcp_framer_stdio::server::oversize_error;
+/// let error = oversize_error(20, false, 16);
+/// assert_eq!(error.code, -32600);
+/// assert_eq!(error.message, "message of 20 bytes exceeds the transport limit of 16 bytes");
+/// assert_eq!(oversize_error(17, true, 16).message, "message of at least 17 bytes exceeds the transport limit of 16 bytes");
+/// ```
+pub fn oversize_error(len: u64, at_least: bool, max_frame: usize) -> ErrorObject {
+    let at_least = if at_least { "at least " } else { "" };
+    ErrorObject::new(
+        INVALID_REQUEST,
+        format!("message of {at_least}{len} bytes exceeds the transport limit of {max_frame} bytes"),
+    )
 }

@@ -186,6 +186,22 @@ impl Server {
         serve(&self, input, output, std::future::pending()).await
     }
 
+    /// [`Server::serve`] until `input` ends or `shutdown` resolves (to the
+    /// number of the signal that asked for it, as [`shutdown_signals`](super::shutdown_signals)
+    /// gives it): a resolved `shutdown` is handled as [`Server::serve_stdio`]
+    /// handles `SIGTERM` (stop reading, cancel and answer every call still
+    /// queued or running, flush within the grace period, return). For a
+    /// front that owns the process's stdio itself and runs this dispatcher
+    /// on in-process pipes (the experimental `stdio-v2` server does).
+    pub async fn serve_until<R, W, S>(self, input: R, output: W, shutdown: S) -> ServeReport
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+        S: Future<Output = i32>,
+    {
+        serve(&self, input, output, shutdown).await
+    }
+
     /// Serves the process's stdin and stdout. First it takes them for the
     /// protocol: on unix fds 0 and 1 are duplicated for the loop, then fd 0
     /// is pointed at `/dev/null` and fd 1 at stderr, so nothing else in the

@@ -14,10 +14,10 @@ use std::io;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// The protocol's input.
-pub(crate) type Input = Box<dyn AsyncRead + Unpin + Send>;
-/// The protocol's output.
-pub(crate) type Output = Box<dyn AsyncWrite + Unpin + Send>;
+/// The protocol's input: the process's stdin, taken by [`take_stdio`].
+pub type Input = Box<dyn AsyncRead + Unpin + Send>;
+/// The protocol's output: the process's stdout, taken by [`take_stdio`].
+pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
 #[cfg(unix)]
 mod imp {
@@ -136,11 +136,25 @@ pub(crate) fn take() -> io::Result<(Input, Output)> {
     imp::take()
 }
 
+/// Takes the process's stdin and stdout for a protocol stream, exactly as
+/// [`Server::serve_stdio`](super::Server::serve_stdio) takes them: on unix
+/// fds 0 and 1 are duplicated for the caller, then fd 0 reads `/dev/null`
+/// and fd 1 writes to stderr, so that a stray `println!` or a child that
+/// inherits stdio cannot write into the stream; on Windows tokio's stdin and
+/// stdout, the standard handles left as they are. Call it once, before
+/// anything else reads stdin. For a transport of its own on the process's
+/// stdio (the experimental `stdio-v2` server).
+pub fn take_stdio() -> io::Result<(Input, Output)> {
+    take()
+}
+
 /// Resolves to the number of the first signal that ends the input:
 /// `SIGTERM` (15) or `SIGINT` (2) on unix, Ctrl-C (0) or Ctrl-Break (1) on
 /// Windows. Handlers are installed when this is called, for good; once the
 /// first signal has arrived, a second one ends the process at once, as if
-/// no handler were installed (a user's second Ctrl-C).
-pub(crate) fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
+/// no handler were installed (a user's second Ctrl-C). Public for a
+/// transport of its own on the process's stdio, with
+/// [`take_stdio`] and [`Server::serve_until`](super::Server::serve_until).
+pub fn shutdown_signals() -> io::Result<impl Future<Output = i32> + Send + 'static> {
     imp::shutdown_signals()
 }

@@ -1,0 +1,1 @@
+//! The `stdio-v2` host.

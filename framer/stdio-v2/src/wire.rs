@@ -1,0 +1,552 @@
+//! The wire both sides share: the endpoint, the headers a request carries
+//! and how the server checks them against the body, the event-stream
+//! framing, and how each side recognises the other's first bytes.
+//!
+//! Pure functions, no I/O: [`server`](crate::server) and
+//! [`host`](crate::host) both use them, and they are unit-tested here.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use mcp_framer_jsonrpc::protocol::{META_PROTOCOL_VERSION, VERSIONS};
+use mcp_framer_jsonrpc::{ErrorObject, HEADER_MISMATCH, RawJson};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// The one endpoint (ours: the path). Another path is answered `404`,
+/// another method on it `405`.
+pub const ENDPOINT: &str = "/mcp";
+/// The protocol version header (`MCP-Protocol-Version`), lower case as HTTP/2
+/// sends header names.
+pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// The method header: the body's `method`, on every request.
+pub const METHOD: &str = "mcp-method";
+/// The name header: `params.name` (`tools/call`, `prompts/get`) or
+/// `params.uri` (`resources/read`), Base64-sentinel encoded when it is not
+/// a plain header-safe ASCII value.
+pub const NAME: &str = "mcp-name";
+/// The request's `Accept`: both content types a response may have.
+pub const ACCEPT: &str = "application/json, text/event-stream";
+/// A JSON body's content type.
+pub const JSON: &str = "application/json";
+/// An event stream's content type.
+pub const EVENT_STREAM: &str = "text/event-stream";
+/// The method that opens the long-lived stream of server notifications that
+/// belong to no request.
+pub const LISTEN: &str = "subscriptions/listen";
+/// The 24 bytes an HTTP/2 client sends first (RFC 9113, 3.4).
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The methods whose request carries [`NAME`], and the params member it
+/// mirrors.
+pub fn name_member(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// The routing fields of a request's `params` that a header mirrors or a
+/// front needs, read without building the rest (other members are skipped).
+#[derive(Debug, Default, Deserialize)]
+pub struct Params<'a> {
+    /// `params.name`.
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    /// `params.uri`.
+    #[serde(borrow, default)]
+    pub uri: Option<Cow<'a, str>>,
+    /// `params._meta`.
+    #[serde(rename = "_meta", borrow, default)]
+    pub meta: Option<Meta<'a>>,
+}
+
+/// The members of `params._meta` read here.
+#[derive(Debug, Default, Deserialize)]
+pub struct Meta<'a> {
+    /// `progressToken`, as written (a string or a number).
+    #[serde(rename = "progressToken", borrow, default)]
+    pub progress_token: Option<&'a RawValue>,
+    /// `io.modelcontextprotocol/protocolVersion`.
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    pub protocol_version: Option<Cow<'a, str>>,
+}
+
+impl<'a> Params<'a> {
+    /// Reads `params` (absent, `null` or not an object: no fields).
+    pub fn read(params: Option<RawJson<'a>>) -> Params<'a> {
+        params.and_then(|raw| serde_json::from_str(raw.get()).ok()).unwrap_or_default()
+    }
+
+    /// The value [`NAME`] mirrors for `method`, if it has one.
+    pub fn name_for(&self, method: &str) -> Option<&str> {
+        match name_member(method)? {
+            "uri" => self.uri.as_deref(),
+            _ => self.name.as_deref(),
+        }
+    }
+
+    /// The progress token, as written.
+    pub fn progress_token(&self) -> Option<&'a str> {
+        self.meta.as_ref()?.progress_token.map(RawValue::get)
+    }
+
+    /// The per-request protocol version.
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.meta.as_ref()?.protocol_version.as_deref()
+    }
+}
+
+/// The headers of a POST carrying `method` (with `params`), as the host
+/// sends them: content type, accept, the protocol version (`version`: the
+/// body's `_meta` version when it has one), [`METHOD`] and, for the three
+/// named methods, [`NAME`] (encoded as [`encode_header_value`] says).
+pub fn request_headers(method: &str, params: &Params<'_>, version: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let value = |text: &str| http::HeaderValue::from_str(text).ok();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(JSON));
+    headers.insert(http::header::ACCEPT, http::HeaderValue::from_static(ACCEPT));
+    if let Some(v) = value(params.protocol_version().unwrap_or(version)) {
+        headers.insert(PROTOCOL_VERSION, v);
+    }
+    if let Some(v) = value(&encode_header_value(method)) {
+        headers.insert(METHOD, v);
+    }
+    if let Some(name) = params.name_for(method)
+        && let Some(v) = value(&encode_header_value(name))
+    {
+        headers.insert(NAME, v);
+    }
+    headers
+}
+
+/// What the server's header check found wrong: the `400` answer's error.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HeaderProblem {
+    /// A required header is missing or malformed, or does not match the body:
+    /// -32020 (`HeaderMismatch`), its message saying which.
+    Mismatch(String),
+    /// The protocol version header names a version not served: -32022,
+    /// listing the served ones.
+    Unsupported(String),
+}
+
+impl HeaderProblem {
+    /// The JSON-RPC error the `400` carries.
+    pub fn error(&self) -> ErrorObject {
+        match self {
+            HeaderProblem::Mismatch(message) => ErrorObject::new(HEADER_MISMATCH, message.clone()),
+            HeaderProblem::Unsupported(version) => mcp_framer_jsonrpc::protocol::unsupported_version(version),
+        }
+    }
+}
+
+/// Checks a POST's headers against its body (the 2026-07-28 "Server
+/// Validation"): for a request, [`PROTOCOL_VERSION`] and [`METHOD`] are
+/// required, [`NAME`] for the named methods; each must match the body
+/// (after Base64-sentinel decoding), and the version must be one served
+/// ([`VERSIONS`]). For a notification (ours: the revision defines no header
+/// rules for notification POSTs) a header that is present must match; none is
+/// required.
+pub fn check_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Params<'_>,
+    request: bool,
+) -> Result<(), HeaderProblem> {
+    let get = |name: &str| -> Result<Option<String>, HeaderProblem> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(value) => {
+                let text = value
+                    .to_str()
+                    .map_err(|_| HeaderProblem::Mismatch(format!("Header mismatch: {name} is not a valid value")))?;
+                decode_header_value(text).map(Some).ok_or_else(|| {
+                    HeaderProblem::Mismatch(format!("Header mismatch: {name} has a malformed Base64 value"))
+                })
+            }
+        }
+    };
+    let missing =
+        |name: &str| HeaderProblem::Mismatch(format!("Header mismatch: the required header {name} is missing"));
+    let differs = |name: &str, header: &str, body: &str| {
+        HeaderProblem::Mismatch(format!(
+            "Header mismatch: {name} header value '{}' does not match body value '{}'",
+            excerpt(header),
+            excerpt(body)
+        ))
+    };
+    match get(METHOD)? {
+        Some(header) if header != method => return Err(differs(METHOD, &header, method)),
+        Some(_) => {}
+        None if request => return Err(missing(METHOD)),
+        None => {}
+    }
+    match get(PROTOCOL_VERSION)? {
+        Some(header) => {
+            if let Some(body) = params.protocol_version()
+                && body != header
+            {
+                return Err(differs(PROTOCOL_VERSION, &header, body));
+            }
+            if request && !VERSIONS.contains(&header.as_str()) {
+                return Err(HeaderProblem::Unsupported(header));
+            }
+        }
+        None if request => return Err(missing(PROTOCOL_VERSION)),
+        None => {}
+    }
+    if let Some(body) = params.name_for(method) {
+        match get(NAME)? {
+            Some(header) if header != body => return Err(differs(NAME, &header, body)),
+            Some(_) => {}
+            None if request => return Err(missing(NAME)),
+            None => {}
+        }
+    }
+    let _ = META_PROTOCOL_VERSION; // the body member PROTOCOL_VERSION mirrors
+    Ok(())
+}
+
+/// At most this many bytes of a value are quoted in an error message.
+const QUOTED: usize = 64;
+
+fn excerpt(text: &str) -> Cow<'_, str> {
+    if text.len() <= QUOTED {
+        return Cow::Borrowed(text);
+    }
+    let mut end = QUOTED;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
+}
+
+const SENTINEL_START: &str = "=?base64?";
+const SENTINEL_END: &str = "?=";
+
+/// A header value for `text`: itself when it is plain header-safe ASCII
+/// (visible characters, inner spaces and tabs, no leading or trailing
+/// whitespace, not shaped like the sentinel), else `=?base64?…?=` around its
+/// UTF-8 in Base64 (the 2026-07-28 "Value Encoding").
+///
+/// ```
+/// use mcp_framer_stdio_v2::wire::{decode_header_value, encode_header_value};
+/// assert_eq!(encode_header_value("get_weather"), "get_weather");
+/// assert_eq!(encode_header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+/// assert_eq!(decode_header_value("=?base64?SGVsbG8sIOS4lueVjA==?=").as_deref(), Some("Hello, 世界"));
+/// ```
+pub fn encode_header_value(text: &str) -> Cow<'_, str> {
+    let safe = !text.is_empty()
+        && text.bytes().all(|b| b == b'\t' || (0x20..=0x7e).contains(&b))
+        && !text.starts_with([' ', '\t'])
+        && !text.ends_with([' ', '\t'])
+        && !(text.starts_with(SENTINEL_START) && text.ends_with(SENTINEL_END));
+    if safe {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("{SENTINEL_START}{}{SENTINEL_END}", base64(text.as_bytes())))
+    }
+}
+
+/// The value a header carries: decoded when it is in the Base64 sentinel
+/// form, as is otherwise; `None` for a sentinel whose content is not Base64
+/// of UTF-8.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    match value.strip_prefix(SENTINEL_START).and_then(|rest| rest.strip_suffix(SENTINEL_END)) {
+        Some(encoded) => String::from_utf8(unbase64(encoded)?).ok(),
+        None => Some(value.to_owned()),
+    }
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn unbase64(text: &str) -> Option<Vec<u8>> {
+    let text = text.as_bytes();
+    if text.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    for (index, chunk) in text.chunks(4).enumerate() {
+        let last = index + 1 == text.len() / 4;
+        let pad = chunk.iter().rev().take_while(|&&b| b == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, &b) in chunk[..4 - pad].iter().enumerate() {
+            let v = ALPHABET.iter().position(|&a| a == b)? as u32;
+            n |= v << (18 - 6 * i);
+        }
+        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
+    }
+    Some(out)
+}
+
+/// One event of an event stream carrying `message` (one JSON text with no
+/// raw line break, as every JSON-RPC frame is): `data: <message>\n\n`.
+pub fn sse_event(message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 8);
+    event.extend_from_slice(b"data: ");
+    event.extend_from_slice(message);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// An event-stream reader with a byte limit on each event's data: push the
+/// body's chunks as they arrive, take the messages out. Comment lines
+/// (`:`…) and fields other than `data` are ignored; several `data` lines of
+/// one event are joined with `\n`, as the SSE specification says.
+#[derive(Debug)]
+pub struct SseReader {
+    max: usize,
+    line: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+    /// Bytes of the current event (its `data` lines), counted as they
+    /// arrive, before the line is complete.
+    event_bytes: u64,
+}
+
+/// An event over the limit: its bytes seen so far when it passed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventTooLarge {
+    /// Bytes of the event seen when it passed the limit (at least this long).
+    pub seen: u64,
+    /// The limit.
+    pub max: usize,
+}
+
+impl SseReader {
+    /// A reader that refuses an event over `max` bytes.
+    pub fn new(max: usize) -> SseReader {
+        SseReader { max, line: Vec::new(), data: Vec::new(), has_data: false, event_bytes: 0 }
+    }
+
+    /// Reads `chunk`, appending each complete event's data to `out`; fails
+    /// as soon as an event passes the limit (the counting is on the bytes as
+    /// they arrive, the line need not be complete).
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<Bytes>) -> Result<(), EventTooLarge> {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let (part, end) = match memchr(b'\n', rest) {
+                Some(at) => (&rest[..at], true),
+                None => (rest, false),
+            };
+            rest = if end { &rest[part.len() + 1..] } else { &[] };
+            self.event_bytes += part.len() as u64;
+            if self.event_bytes > self.max as u64 + 6 {
+                return Err(EventTooLarge { seen: self.event_bytes, max: self.max });
+            }
+            self.line.extend_from_slice(part);
+            if end {
+                self.end_line(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn end_line(&mut self, out: &mut Vec<Bytes>) -> Result<(), EventTooLarge> {
+        let mut line = std::mem::take(&mut self.line);
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.is_empty() {
+            if self.has_data {
+                out.push(Bytes::from(std::mem::take(&mut self.data)));
+            }
+            self.has_data = false;
+            self.event_bytes = 0;
+            return Ok(());
+        }
+        if let Some(value) = line.strip_prefix(b"data") {
+            let value = match value {
+                [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
+                [] => &[][..],
+                _ => return Ok(()), // a field named "data…": not ours
+            };
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+            if self.data.len() > self.max {
+                return Err(EventTooLarge { seen: self.data.len() as u64, max: self.max });
+            }
+        }
+        self.line = line;
+        self.line.clear();
+        Ok(())
+    }
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+/// What a peer's first bytes say about the transport it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstBytes {
+    /// Not enough bytes yet to tell.
+    Undecided,
+    /// The HTTP/2 connection start expected (the preface on the server, a
+    /// SETTINGS frame on the host).
+    Http2,
+    /// Newline-delimited JSON (the first byte after JSON whitespace is `{`
+    /// or `[`): the peer speaks `stdio`.
+    NewlineJson,
+    /// Something else.
+    Other,
+}
+
+/// What the server makes of the first bytes on its stdin.
+pub fn client_first_bytes(bytes: &[u8]) -> FirstBytes {
+    let n = bytes.len().min(PREFACE.len());
+    if bytes[..n] == PREFACE[..n] {
+        return if n == PREFACE.len() { FirstBytes::Http2 } else { FirstBytes::Undecided };
+    }
+    json_or_other(bytes)
+}
+
+/// What the host makes of the first bytes on the child's stdout: an HTTP/2
+/// server starts with a SETTINGS frame (a 9-byte header: a length, type
+/// 0x4, flags 0, stream 0).
+pub fn server_first_bytes(bytes: &[u8]) -> FirstBytes {
+    if bytes.len() >= 9 {
+        let settings = bytes[3] == 0x4 && bytes[4] & !0x1 == 0 && bytes[5..9] == [0, 0, 0, 0];
+        if settings {
+            return FirstBytes::Http2;
+        }
+    } else if bytes.first().is_none_or(|&b| b == 0) && bytes.get(3).is_none_or(|&b| b == 0x4) {
+        // A SETTINGS frame's length is below 2^16 in practice: its first byte is 0.
+        return FirstBytes::Undecided;
+    }
+    json_or_other(bytes)
+}
+
+fn json_or_other(bytes: &[u8]) -> FirstBytes {
+    match bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n')) {
+        None => FirstBytes::Undecided,
+        Some(b'{' | b'[') => FirstBytes::NewlineJson,
+        Some(_) => FirstBytes::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(json: &str) -> Params<'_> {
+        Params::read(Some(mcp_framer_jsonrpc::parse(json.as_bytes()).unwrap().payload().unwrap()))
+    }
+
+    #[test]
+    fn base64_round_trips_and_refuses_garbage() {
+        for text in ["", "a", "ab", "abc", "abcd", "Hello, 世界", " padded ", "line1\nline2", "=?base64?literal?="] {
+            assert_eq!(unbase64(&base64(text.as_bytes())).unwrap(), text.as_bytes(), "{text:?}");
+        }
+        assert_eq!(base64(b" padded "), "IHBhZGRlZCA=");
+        assert_eq!(base64(b"line1\nline2"), "bGluZTEKbGluZTI=");
+        assert_eq!(encode_header_value("=?base64?literal?="), "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=");
+        assert_eq!(encode_header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert!(unbase64("abc").is_none() && unbase64("a===").is_none() && unbase64("ab=c").is_none());
+        assert_eq!(decode_header_value("=?base64?!!!!?="), None);
+    }
+
+    #[test]
+    fn headers_built_by_the_host_pass_the_server_check() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Hello, 世界","arguments":{},"_meta":{"progressToken":"t1","io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let p = params(body);
+        assert_eq!(p.progress_token(), Some("\"t1\""));
+        let headers = request_headers("tools/call", &p, "2025-11-25");
+        assert_eq!(headers[PROTOCOL_VERSION], "2026-07-28", "the body's version wins");
+        assert_eq!(headers[NAME], "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(check_headers(&headers, "tools/call", &p, true), Ok(()));
+    }
+
+    #[test]
+    fn each_missing_or_contradicting_header_is_a_mismatch() {
+        let p = params(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#);
+        let good = request_headers("tools/call", &p, "2025-11-25");
+        for name in [METHOD, PROTOCOL_VERSION, NAME] {
+            let mut headers = good.clone();
+            headers.remove(name);
+            let Err(HeaderProblem::Mismatch(message)) = check_headers(&headers, "tools/call", &p, true) else {
+                panic!("{name} missing passed")
+            };
+            assert!(message.contains(name), "{message}");
+            assert_eq!(HeaderProblem::Mismatch(message).error().code, -32020);
+            headers.insert(name, http::HeaderValue::from_static("other"));
+            assert!(check_headers(&headers, "tools/call", &p, true).is_err(), "{name} contradicting passed");
+        }
+        // A version not served: -32022, even when it is well formed.
+        let mut headers = good.clone();
+        headers.insert(PROTOCOL_VERSION, http::HeaderValue::from_static("1999-01-01"));
+        let problem = check_headers(&headers, "tools/call", &p, true).unwrap_err();
+        assert_eq!(problem.error().code, -32022);
+        // Notifications: nothing required, but what is there must match.
+        let n = params(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#);
+        assert_eq!(check_headers(&HeaderMap::new(), "notifications/cancelled", &n, false), Ok(()));
+        let mut headers = HeaderMap::new();
+        headers.insert(METHOD, http::HeaderValue::from_static("ping"));
+        assert!(check_headers(&headers, "notifications/cancelled", &n, false).is_err());
+    }
+
+    #[test]
+    fn a_raw_line_break_inside_a_string_is_not_json() {
+        // The server maps LF and CR to spaces only after the body parsed: this
+        // is what makes that safe.
+        assert!(mcp_framer_jsonrpc::parse(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\nb\"}").is_err());
+        assert!(mcp_framer_jsonrpc::parse(b"{\"jsonrpc\":\"2.0\",\n\"id\":1,\r\n\"method\":\"ab\"}").is_ok());
+    }
+
+    #[test]
+    fn sse_reader_splits_events_anywhere_and_counts_before_the_line_ends() {
+        let stream = b": comment\n\ndata: {\"a\":1}\n\ndata:{\"b\":2}\r\n\r\nevent: x\ndata: [1]\ndata: [2]\n\n";
+        for split in 0..stream.len() {
+            let mut reader = SseReader::new(64);
+            let mut out = Vec::new();
+            reader.push(&stream[..split], &mut out).unwrap();
+            reader.push(&stream[split..], &mut out).unwrap();
+            assert_eq!(out, [&b"{\"a\":1}"[..], b"{\"b\":2}", b"[1]\n[2]"], "split at {split}");
+        }
+        let mut reader = SseReader::new(16);
+        let mut out = Vec::new();
+        reader.push(&sse_event(&[b'x'; 16]), &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        // Over the limit with no line end in sight: refused as it arrives.
+        let err = reader.push(b"data: 01234567890123456789", &mut out).unwrap_err();
+        assert_eq!(err.max, 16);
+        assert!(err.seen > 16);
+    }
+
+    #[test]
+    fn first_bytes_tell_the_transport() {
+        assert_eq!(client_first_bytes(b"PRI * HT"), FirstBytes::Undecided);
+        assert_eq!(client_first_bytes(PREFACE), FirstBytes::Http2);
+        assert_eq!(client_first_bytes(b"  {\"jsonrpc\""), FirstBytes::NewlineJson);
+        assert_eq!(client_first_bytes(b"GET / HTTP/1.1"), FirstBytes::Other);
+        let settings = [0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100];
+        assert_eq!(server_first_bytes(&settings), FirstBytes::Http2);
+        assert_eq!(server_first_bytes(&settings[..5]), FirstBytes::Undecided);
+        assert_eq!(server_first_bytes(b"{\"jsonrpc\":\"2.0\""), FirstBytes::NewlineJson);
+        assert_eq!(server_first_bytes(b"hello world"), FirstBytes::Other);
+    }
+}
