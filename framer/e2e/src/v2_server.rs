@@ -20,6 +20,8 @@
 //!   that belongs to no request) and answers `sent`.
 //! * `noise` (`bytes` = 1 MiB): writes `bytes` bytes of text to stderr,
 //!   then answers `noisy`.
+//! * `blocks` (`count` = 20000): answers with `count` text blocks
+//!   (`block 0`, `block 1`, ...).
 //!
 //! # Report lines
 //!
@@ -72,6 +74,13 @@ async fn changed(call: Call) -> Result<ToolResult, RpcError> {
     Ok(ToolResult::text("sent"))
 }
 
+async fn blocks(call: Call) -> Result<ToolResult, RpcError> {
+    let args: Value = call.args()?;
+    let count = args.get("count").and_then(Value::as_u64).unwrap_or(20_000);
+    let content = (0..count).map(|i| json!({"type": "text", "text": format!("block {i}")})).collect();
+    Ok(ToolResult { content, ..ToolResult::default() })
+}
+
 async fn noise(call: Call) -> Result<ToolResult, RpcError> {
     let args: Value = call.args()?;
     let bytes = args.get("bytes").and_then(Value::as_u64).unwrap_or(1 << 20) as usize;
@@ -93,6 +102,7 @@ pub fn server(args: &V2Args) -> Server {
         .tool(tool("ticks", "Send `count` progress notifications, then answer"), ticks)
         .tool(tool("changed", "Send notifications/tools/list_changed"), changed)
         .tool(tool("noise", "Write `bytes` bytes to stderr"), noise)
+        .tool(tool("blocks", "Answer with `count` text blocks"), blocks)
 }
 
 /// The front's fields of the final `report` line.
