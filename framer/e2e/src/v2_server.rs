@@ -15,7 +15,7 @@
 //!
 //! * `ticks` (`count` = 10, `ms` = 10): sends `count` progress
 //!   notifications `ms` apart (when the call has a progress token), then
-//!   answers `ticked N`.
+//!   answers `ticked N`, or with `bytes` (if given) `bytes` bytes of `y`.
 //! * `changed`: sends `notifications/tools/list_changed` (a notification
 //!   that belongs to no request) and answers `sent`.
 //! * `noise` (`bytes` = 1 MiB): writes `bytes` bytes of text to stderr,
@@ -66,7 +66,10 @@ async fn ticks(call: Call) -> Result<ToolResult, RpcError> {
         call.progress(i as f64, Some(count as f64), Some("tick")).await;
         call.abortable(tokio::time::sleep(Duration::from_millis(ms))).await?;
     }
-    Ok(ToolResult::text(format!("ticked {count}")))
+    match args.get("bytes").and_then(Value::as_u64) {
+        Some(bytes) => Ok(ToolResult::text("y".repeat(bytes as usize))),
+        None => Ok(ToolResult::text(format!("ticked {count}"))),
+    }
 }
 
 async fn changed(call: Call) -> Result<ToolResult, RpcError> {

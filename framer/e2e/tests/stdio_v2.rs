@@ -42,6 +42,14 @@ fn final_report(stderr: &str) -> Value {
     report::last(stderr, "report").unwrap_or_else(|| panic!("no report line in stderr:\n{stderr}"))
 }
 
+/// The pid the `subprocess` tool reports in its first progress notification.
+async fn child_pid(call: &mut mcp_framer_stdio_v2::host::Call) -> u32 {
+    let Some(Ok(Item::Notification(progress))) = call.next().await else { panic!("no pid progress") };
+    let progress: Value = serde_json::from_slice(&progress).unwrap();
+    let message = progress["params"]["message"].as_str().unwrap_or_default();
+    message.strip_prefix("pid ").and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("not a pid: {progress}"))
+}
+
 async fn ping(client: &Client) {
     let response = client.request("ping", &json!({})).await.expect("ping answered");
     assert_eq!(response.result(), json!({}));
@@ -176,8 +184,20 @@ async fn a_response_over_the_host_limit_fails_that_call_only() {
             }
             other => panic!("expected ResponseTooLarge, got {other:?}"),
         }
+        // The same for an event of an event stream (the result after progress),
+        // refused before its line ends.
+        let mut streaming = client
+            .call("tools/call", &with_progress("ticks", json!({"count": 1, "ms": 1, "bytes": 2_000_000}), "big-event"))
+            .await
+            .unwrap();
+        assert!(matches!(streaming.next().await, Some(Ok(Item::Notification(_)))));
+        match streaming.next().await {
+            Some(Err(Error::ResponseTooLarge { seen, max, .. })) => assert!(seen > max as u64 && max == 1 << 20),
+            other => panic!("expected ResponseTooLarge, got {other:?}"),
+        }
+        drop(streaming);
         ping(&client).await;
-        assert_eq!(client.counters().oversize_responses, 1);
+        assert_eq!(client.counters().oversize_responses, 2);
         assert_eq!(client.counters().cancelled, 0, "an oversize answer is not a cancellation");
         client.shutdown().await;
     })
@@ -315,10 +335,7 @@ async fn a_reset_kills_the_process_tree_the_call_started() {
                 )
                 .await
                 .unwrap();
-            let Some(Ok(Item::Notification(progress))) = call.next().await else { panic!("no pid progress") };
-            let progress: Value = serde_json::from_slice(&progress).unwrap();
-            let pid: u32 =
-                progress["params"]["message"].as_str().unwrap().strip_prefix("pid ").unwrap().parse().unwrap();
+            let pid = child_pid(&mut call).await;
             assert!(alive(pid), "the tool's child runs");
             drop(call); // RST_STREAM(CANCEL)
             assert!(eventually_async(Duration::from_secs(30), || !alive(pid)).await, "child {pid} outlived the reset");
@@ -338,13 +355,11 @@ async fn notifications_cancelled_still_cancels_and_ends_the_stream() {
         let client = spawn(&[], HostConfig::default()).await;
         let call = client.call("tools/call", &call_params("slow", json!({"ms": 30_000}))).await.unwrap();
         let id = call.id().clone();
-        // Wait until the call runs, then cancel it the stdio way.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Once the call runs, cancel it the stdio way.
+        assert!(eventually_async(Duration::from_secs(30), || client.stderr_tail().contains("tool_started")).await);
         client.notify("notifications/cancelled", &json!({"requestId": id, "reason": "test"})).await.unwrap();
         match call.response().await {
-            Err(Error::Closed(closed)) => {
-                assert!(closed.reason.contains("CANCEL") || closed.reason.contains("stream"), "{closed}")
-            }
+            Err(Error::Reset { reason }) => assert!(reason.starts_with("CANCEL"), "{reason}"),
             other => panic!("expected the stream to be reset, got {other:?}"),
         }
         ping(&client).await;
@@ -362,24 +377,57 @@ async fn notifications_cancelled_still_cancels_and_ends_the_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ping_is_answered_while_a_64_mib_result_streams() {
     watchdog(WATCHDOG, "head-of-line", async {
+        const BIG: u64 = 64 << 20;
         let client =
             Arc::new(spawn(&["--max-frame", "83886080"], HostConfig::default().with_max_receive(80 << 20)).await);
-        let mut big = client.call("tools/call", &call_params("big", json!({"bytes": 64 << 20}))).await.unwrap();
+        for round in 0..2 {
+            let mut big = client.call("tools/call", &call_params("big", json!({"bytes": BIG}))).await.unwrap();
+            assert_eq!(big.started().await.unwrap(), 200, "the large result is being sent");
+            let before = client.counters().body_bytes;
+            let order = Arc::new(AtomicU8::new(0));
+            let big_done = {
+                let order = Arc::clone(&order);
+                tokio::spawn(async move {
+                    let response = big.response().await.expect("the large result arrives");
+                    let at = order.fetch_add(1, Ordering::SeqCst);
+                    (response.text().len() as u64, at)
+                })
+            };
+            ping(&client).await;
+            let ping_at = order.fetch_add(1, Ordering::SeqCst);
+            let big_bytes_by_then = client.counters().body_bytes - before;
+            let (len, big_at) = big_done.await.unwrap();
+            assert_eq!(len, BIG);
+            assert!(ping_at < big_at, "round {round}: the ping was answered before the 64 MiB result ended");
+            // Not merely before its last window: the result was far from done.
+            assert!(
+                big_bytes_by_then < BIG * 3 / 4,
+                "round {round}: {big_bytes_by_then} of {BIG} bytes of the result had arrived when the ping was answered"
+            );
+        }
+        Arc::into_inner(client).unwrap().shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_nobody_reads_holds_up_no_other_stream() {
+    watchdog(WATCHDOG, "per-stream flow control", async {
+        const BIG: u64 = 64 << 20;
+        let client =
+            Arc::new(spawn(&["--max-frame", "83886080"], HostConfig::default().with_max_receive(80 << 20)).await);
+        let mut big = client.call("tools/call", &call_params("big", json!({"bytes": BIG}))).await.unwrap();
         assert_eq!(big.started().await.unwrap(), 200);
-        let order = Arc::new(AtomicU8::new(0));
-        let big_done = {
-            let order = Arc::clone(&order);
-            tokio::spawn(async move {
-                let response = big.response().await.expect("the large result arrives");
-                let at = order.fetch_add(1, Ordering::SeqCst);
-                (response.text().len(), at)
-            })
-        };
-        ping(&client).await;
-        let ping_at = order.fetch_add(1, Ordering::SeqCst);
-        let (len, big_at) = big_done.await.unwrap();
-        assert_eq!(len, 64 << 20);
-        assert!(ping_at < big_at, "the ping was answered before the 64 MiB result ended");
+        // The large result's stream is not read: its window fills and the
+        // server waits on that stream alone. Other calls are answered.
+        for i in 0..20 {
+            ping(&client).await;
+            let text = format!("while stalled {i}");
+            let echo = client.request("tools/call", &call_params("echo", json!({"text": text}))).await.unwrap();
+            assert_eq!(echo.text(), text);
+        }
+        let response = big.response().await.expect("the stalled result arrives once read");
+        assert_eq!(response.text().len() as u64, BIG);
         Arc::into_inner(client).unwrap().shutdown().await;
     })
     .await;
@@ -467,9 +515,7 @@ async fn shutdown_ends_the_server_and_its_tree() {
             .call("tools/call", &with_progress("subprocess", json!({"script": "sleep 30 & sleep 30; wait"}), "t"))
             .await
             .unwrap();
-        let Some(Ok(Item::Notification(progress))) = call.next().await else { panic!("no pid progress") };
-        let progress: Value = serde_json::from_slice(&progress).unwrap();
-        let pid: u32 = progress["params"]["message"].as_str().unwrap().strip_prefix("pid ").unwrap().parse().unwrap();
+        let pid = child_pid(&mut call).await;
         let waiting = tokio::spawn(call.response());
         let ended = client.shutdown().await;
         assert!(ended.exit_status.is_some(), "the server exited: {ended:?}");
@@ -496,6 +542,176 @@ async fn eof_on_stdin_ends_the_server() {
         let ended = client.shutdown().await;
         assert!(ended.exit_status.is_some_and(|s| s.success()), "{ended:?}");
         assert!(final_report(&ended.stderr_tail)["v2"]["connection_error"].is_null(), "{}", ended.stderr_tail);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_failures_are_typed_and_come_at_once() {
+    watchdog(WATCHDOG, "startup failures", async {
+        let sh = |script: &str| {
+            let mut command = tokio::process::Command::new("sh");
+            command.args(["-c", script]);
+            command
+        };
+        let config = HostConfig::default().with_startup_timeout(Duration::from_secs(60));
+        // Exits without a word: the exit status and the stderr tail.
+        match Client::spawn(sh("echo going away >&2; exit 3"), config.clone()).await {
+            Err(Error::Startup { reason, exit_status, stderr_tail }) => {
+                // Before or after the preface was written: either way the exit is named.
+                assert!(reason.contains("closed its stdout") || reason.contains("Broken pipe"), "{reason}");
+                assert_eq!(exit_status.and_then(|s| s.code()), Some(3));
+                assert!(stderr_tail.contains("going away"), "{stderr_tail:?}");
+            }
+            other => panic!("expected a startup error, got {other:?}"),
+        }
+        // Neither HTTP/2 nor JSON.
+        match Client::spawn(sh("echo hello; sleep 30"), config.clone()).await {
+            Err(Error::Startup { reason, .. }) => {
+                assert!(reason.contains("neither HTTP/2 nor JSON") && reason.contains("hello"), "{reason}")
+            }
+            other => panic!("expected a startup error, got {other:?}"),
+        }
+        // Silence: the startup deadline.
+        let quick = HostConfig::default().with_startup_timeout(Duration::from_millis(500));
+        match Client::spawn(sh("sleep 30"), quick).await {
+            Err(Error::Startup { reason, .. }) => assert!(reason.contains("wrote nothing"), "{reason}"),
+            other => panic!("expected a startup error, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+/// The reading half of an HTTP/2 client that never reads the server's
+/// stdout: every read stays pending.
+struct NeverRead;
+
+impl tokio::io::AsyncRead for NeverRead {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_stops_reading_stdout_ends_the_session_after_the_stall_timeout() {
+    watchdog(WATCHDOG, "stalled writer", async {
+        use tokio::io::AsyncReadExt;
+        let mut command = v2_command(&["--stall-ms", "500", "--grace-ms", "200"]);
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let _stdout = child.stdout.take().unwrap(); // held, never read
+        let mut stderr = child.stderr.take().unwrap();
+        let (mut send, connection) = h2::client::handshake(tokio::io::join(NeverRead, stdin)).await.unwrap();
+        let driving = tokio::spawn(connection);
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":8000000}}}"#;
+        let message = mcp_framer_jsonrpc::parse(body).unwrap();
+        let headers = wire::request_headers("tools/call", &wire::Params::read(message.payload()), "2025-11-25");
+        let mut request = http::Request::builder().method("POST").uri("http://localhost/mcp").body(()).unwrap();
+        *request.headers_mut() = headers;
+        let (_response, mut stream) = send.send_request(request, false).unwrap();
+        stream.send_data(bytes::Bytes::from_static(body), true).unwrap();
+        // The server ends the session on its own: it exits, its report says why.
+        let status = child.wait().await.unwrap();
+        assert!(status.success(), "{status}");
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).await.unwrap();
+        let report = final_report(&text);
+        assert_eq!(report["v2"]["stalled"], json!(true), "{report}");
+        driving.abort();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_reading_stdin_ends_the_session_after_the_write_timeout() {
+    watchdog(WATCHDOG, "stalled stdin", async {
+        // A child that answers the preface with an empty SETTINGS frame, then
+        // never reads its stdin.
+        let mut command = tokio::process::Command::new("sh");
+        command.args(["-c", r"printf '\000\000\000\004\000\000\000\000\000'; sleep 30"]);
+        let config = HostConfig::default().with_write_timeout(Duration::from_millis(500));
+        let client = Client::spawn(command, config).await.expect("a SETTINGS frame starts the session");
+        // More than the pipe holds (the peer's default window, 64 KiB, plus the preface and headers).
+        let body = ping_of_len(1, 200_000);
+        let call = client.call_raw(Id::Number(1), "ping", body).await.unwrap();
+        match call.response().await {
+            Err(Error::Closed(closed)) => assert!(closed.reason.contains("stopped reading its stdin"), "{closed}"),
+            other => panic!("expected the session to end, got {other:?}"),
+        }
+        let ended = client.shutdown().await;
+        assert!(ended.exit_status.is_some(), "the child was stopped");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_the_calls_in_flight_and_ends_the_server() {
+    use rustix::process::{Pid, Signal, kill_process};
+    watchdog(WATCHDOG, "SIGTERM", async {
+        let client = spawn(&[], HostConfig::default()).await;
+        let pid = client.pid().await.unwrap();
+        let mut slow = client.call("tools/call", &call_params("slow", json!({"ms": 30_000}))).await.unwrap();
+        // The call runs once its handler reported it; then the signal.
+        assert!(eventually_async(Duration::from_secs(30), || client.stderr_tail().contains("tool_started")).await);
+        kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::TERM).unwrap();
+        match slow.next().await {
+            Some(Err(Error::Rpc { error, .. })) => {
+                assert_eq!(error.code, -32603);
+                assert!(error.message.contains("SIGTERM"), "{}", error.message);
+            }
+            other => panic!("expected the call to be answered -32603, got {other:?}"),
+        }
+        let ended = client.shutdown().await;
+        assert_eq!(ended.exit_status.and_then(|s| s.code()), Some(128 + 15), "{ended:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_with_an_id_or_token_in_flight_is_refused_and_the_first_goes_on() {
+    watchdog(WATCHDOG, "duplicate ids", async {
+        let client = spawn(&[], HostConfig::default()).await;
+        let echo = |id: i64, token: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"first"}},"_meta":{{"progressToken":"{token}"}}}}}}"#
+            )
+            .into_bytes()
+        };
+        let hold = |id: i64, token: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ticks","arguments":{{"count":2,"ms":20000}},"_meta":{{"progressToken":"{token}"}}}}}}"#
+            )
+            .into_bytes()
+        };
+        let mut first = client.call_raw(Id::Number(77), "tools/call", hold(77, "tok")).await.unwrap();
+        assert!(matches!(first.next().await, Some(Ok(Item::Notification(_)))), "the first call runs");
+        for (id, token) in [(77, "other"), (78, "tok")] {
+            match client.call_raw(Id::Number(id), "tools/call", echo(id, token)).await.unwrap().response().await {
+                Err(Error::Rpc { status: 400, error }) => {
+                    assert_eq!(error.code, -32600);
+                    assert!(error.message.contains("in flight"), "{}", error.message);
+                }
+                other => panic!("expected 400 -32600 for id {id}, token {token}, got {other:?}"),
+            }
+        }
+        // The first is untouched: cancel it; a fresh id is served.
+        first.cancel();
+        let fresh = client.call_raw(Id::Number(79), "tools/call", echo(79, "tok2")).await.unwrap();
+        assert_eq!(fresh.response().await.unwrap().text(), "first");
+        let ended = client.shutdown().await;
+        let report = final_report(&ended.stderr_tail);
+        assert_eq!(report["v2"]["duplicate_ids"], json!(2), "{report}");
+        assert_eq!(report["duplicate_ids"], json!(0), "the dispatcher never saw them");
     })
     .await;
 }

@@ -35,7 +35,9 @@
 //! * **Cancellation.** [`Call::cancel`], or dropping an unfinished
 //!   [`Call`] (a dropped `request` future included), resets its stream
 //!   (`RST_STREAM(CANCEL)`): the server cancels the request (its tasks and
-//!   process trees). Counted in [`HostCounters::cancelled`].
+//!   process trees). Counted in [`HostCounters::cancelled`]. A stream the
+//!   server resets (a request cancelled by `notifications/cancelled`) fails
+//!   its call with [`Error::Reset`]; the session goes on.
 //! * **Deadlines.** A request fails with [`Error::TimedOut`] after
 //!   [`HostConfig::request_timeout`] (its stream is reset). A write to the
 //!   child's stdin pending for [`HostConfig::write_timeout`] (the child is
@@ -142,6 +144,13 @@ impl HostConfig {
         self
     }
 
+    /// Sets [`HostConfig::write_timeout`].
+    #[must_use]
+    pub fn with_write_timeout(mut self, timeout: Duration) -> HostConfig {
+        self.write_timeout = timeout;
+        self
+    }
+
     /// Sets [`HostConfig::stream_window`].
     #[must_use]
     pub fn with_stream_window(mut self, bytes: u32) -> HostConfig {
@@ -207,6 +216,13 @@ pub enum Error {
         /// The timeout.
         after: Duration,
     },
+    /// The server reset the request's stream (`RST_STREAM`), the session
+    /// going on: the request was cancelled on the server's side (a
+    /// `notifications/cancelled` for it, or the server's own refusal).
+    Reset {
+        /// The reset's error code.
+        reason: String,
+    },
     /// The message could not be encoded.
     Encode(EncodeError),
     /// The session ended: why, the exit status and the stderr tail.
@@ -265,6 +281,7 @@ impl fmt::Display for Error {
                  its stream was reset"
             ),
             Error::TimedOut { method, after } => write!(f, "{method} got no response within {after:?}; cancelled"),
+            Error::Reset { reason } => write!(f, "the server reset the request's stream ({reason})"),
             Error::Encode(e) => write!(f, "the message could not be encoded: {e}"),
             Error::Closed(closed) => write!(f, "{closed}"),
         }
@@ -287,6 +304,8 @@ pub struct HostCounters {
     pub events: u64,
     /// Responses or events over the limit (their streams reset).
     pub oversize_responses: u64,
+    /// Body bytes received (DATA, every stream), counted as they arrive.
+    pub body_bytes: u64,
     /// Calls cancelled by a stream reset (explicitly, by drop or by the
     /// request timeout).
     pub cancelled: u64,
@@ -301,6 +320,7 @@ struct Counters {
     responses: AtomicU64,
     events: AtomicU64,
     oversize_responses: AtomicU64,
+    body_bytes: AtomicU64,
     cancelled: AtomicU64,
 }
 
@@ -375,6 +395,7 @@ struct Shared {
     child: tokio::sync::Mutex<tree::Child>,
     killer: Killer,
     closed: Mutex<Option<String>>,
+    /// Set once the connection has ended and `closed` says why.
     ended: watch::Sender<bool>,
 }
 
@@ -398,6 +419,21 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// The error for a stream that failed with `error`: the server's reset
+    /// of this stream alone ([`Error::Reset`]), or the end of the session
+    /// (waiting a moment for the connection task to say why).
+    async fn stream_failed(&self, error: h2::Error, what: &str) -> Error {
+        if error.is_reset() && !*self.ended.borrow() {
+            let reason = error.reason().unwrap_or(Reason::CANCEL);
+            return Error::Reset { reason: format!("{reason:?}: {reason}") };
+        }
+        let mut ended = self.ended.subscribe();
+        let _ = tokio::time::timeout(Duration::from_secs(1), ended.wait_for(|ended| *ended)).await;
+        self.closed(&format!("{what}: {error}")).await
+    }
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
         let _ = self.killer.kill();
@@ -416,6 +452,16 @@ pub struct Client {
     encoder: Encoder,
     connection: tokio::task::JoinHandle<()>,
     stderr_drain: tokio::task::JoinHandle<()>,
+    _kill_on_drop: KillOnDrop,
+}
+
+/// Kills the child's tree when the client is dropped (no runtime needed).
+struct KillOnDrop(Killer);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
 }
 
 impl fmt::Debug for Client {
@@ -437,7 +483,6 @@ impl Client {
             let _ = killer.kill();
             return Err(startup("the child's stdio could not be piped".into()));
         };
-        let (ended, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             counters: Counters::default(),
             stderr: Mutex::new(Previewer::new(Keep::Tail(config.stderr_tail))),
@@ -445,7 +490,7 @@ impl Client {
             child: tokio::sync::Mutex::new(child),
             killer,
             closed: Mutex::new(None),
-            ended,
+            ended: watch::channel(false).0,
         });
         let stderr_drain = tokio::spawn(drain_stderr(stderr, Arc::downgrade(&shared)));
 
@@ -466,7 +511,7 @@ impl Client {
             Ok(Err(e)) => return Err(shared.startup_error(format!("the HTTP/2 handshake failed: {e}")).await),
             Err(_) => return Err(shared.startup_error("the HTTP/2 handshake did not complete".into()).await),
         };
-        let connection = tokio::spawn(drive(connection, Arc::clone(&shared), clock, config.write_timeout));
+        let connection = tokio::spawn(drive(connection, Arc::downgrade(&shared), clock, config.write_timeout));
         let decided = tokio::time::timeout(config.startup_timeout, verdict.wait_for(|v| *v != Verdict::Waiting)).await;
         let verdict = match decided {
             Ok(Ok(verdict)) => verdict.clone(),
@@ -497,6 +542,7 @@ impl Client {
                     .await);
             }
         }
+        let shared_killer = shared.killer.clone();
         Ok(Client {
             send,
             shared,
@@ -505,6 +551,7 @@ impl Client {
             encoder: Encoder::unlimited(),
             connection,
             stderr_drain,
+            _kill_on_drop: KillOnDrop(shared_killer),
         })
     }
 
@@ -570,10 +617,13 @@ impl Client {
             *map = headers;
         }
         let request = request.body(()).map_err(|e| Error::Protocol { status: 0, detail: e.to_string() })?;
-        let ready = self.send.clone().ready().await;
-        let mut send = match ready {
-            Ok(send) => send,
-            Err(_) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
+        let deadline = tokio::time::Instant::now() + self.config.request_timeout;
+        let timed_out = || Error::TimedOut { method: method.to_owned(), after: self.config.request_timeout };
+        // Waits while the server's stream limit is reached, within the deadline.
+        let mut send = match tokio::time::timeout_at(deadline, self.send.clone().ready()).await {
+            Ok(Ok(send)) => send,
+            Ok(Err(_)) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
+            Err(_) => return Err(timed_out()),
         };
         let (response, mut stream) = match send.send_request(request, body.is_empty()) {
             Ok(pair) => pair,
@@ -587,20 +637,33 @@ impl Client {
             sse: None,
             shared: Arc::clone(&self.shared),
             max: self.config.max_receive,
-            deadline: tokio::time::Instant::now() + self.config.request_timeout,
+            deadline,
             timeout: self.config.request_timeout,
             finished: false,
+            body_unfinished: false,
         };
         if !body.is_empty() {
             // Send the body within the window; an early answer (a 413) ends it.
             let State::Waiting(response) = &mut call.state else { unreachable!() };
-            let early = tokio::select! {
-                sent = send_data(&mut stream, body, true) => { let _ = sent; None }
-                answer = response => Some(answer),
-            };
-            if let Some(answer) = early {
-                stream.send_reset(Reason::CANCEL);
-                call.state = State::Early(Some(answer));
+            let early = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    sent = send_data(&mut stream, body, true) => { let _ = sent; None }
+                    answer = response => Some(answer),
+                }
+            })
+            .await;
+            match early {
+                Ok(None) => {}
+                Ok(Some(answer)) => {
+                    // Answered before the whole body was taken (a 413): stop
+                    // sending; the stream is reset once the answer is read.
+                    call.body_unfinished = true;
+                    call.state = State::Early(Some(answer));
+                }
+                Err(_) => {
+                    call.stream = Some(stream);
+                    return Err(call.timed_out());
+                }
             }
         }
         call.stream = Some(stream);
@@ -699,6 +762,7 @@ fn counters_of(shared: &Shared) -> HostCounters {
         responses: get(&c.responses),
         events: get(&c.events),
         oversize_responses: get(&c.oversize_responses),
+        body_bytes: get(&c.body_bytes),
         cancelled: get(&c.cancelled),
         stderr_bytes: shared.stderr_bytes.load(Ordering::Relaxed),
     }
@@ -718,7 +782,7 @@ pub struct Ended {
 
 /// Drives the HTTP/2 connection until it ends, recording why; ends it if a
 /// write to the child's stdin stays pending for `write_timeout`.
-async fn drive<C>(connection: C, shared: Arc<Shared>, clock: Arc<StallClock>, write_timeout: Duration)
+async fn drive<C>(connection: C, shared: std::sync::Weak<Shared>, clock: Arc<StallClock>, write_timeout: Duration)
 where
     C: std::future::Future<Output = Result<(), h2::Error>>,
 {
@@ -735,8 +799,10 @@ where
             },
         }
     };
-    shared.closed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
-    shared.ended.send_replace(true);
+    if let Some(shared) = shared.upgrade() {
+        shared.closed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason);
+        shared.ended.send_replace(true);
+    }
 }
 
 /// Drains the child's stderr to EOF into the bounded tail.
@@ -813,6 +879,8 @@ pub struct Call {
     deadline: tokio::time::Instant,
     timeout: Duration,
     finished: bool,
+    /// The answer came before the request body was all sent.
+    body_unfinished: bool,
 }
 
 impl fmt::Debug for Call {
@@ -881,7 +949,7 @@ impl Call {
             Err(e) => {
                 self.finished = true;
                 self.state = State::Done;
-                Err(self.shared.closed(&format!("the request's stream failed: {e}")).await)
+                Err(self.shared.stream_failed(e, "the request's stream failed").await)
             }
         }
     }
@@ -903,12 +971,12 @@ impl Call {
     async fn error_from(&mut self, answer: http::Response<RecvStream>) -> Option<Error> {
         let status = answer.status().as_u16();
         let mut body = answer.into_body();
-        let bytes = match read_limited(&mut body, self.max, self.deadline).await {
+        let bytes = match read_limited(&mut body, self.max, self.deadline, &self.shared.counters.body_bytes).await {
             Ok(bytes) => bytes,
             Err(ReadEnd::TooLarge(seen)) => return Some(self.too_large(seen)),
             Err(ReadEnd::TimedOut) => return Some(self.timed_out()),
             Err(ReadEnd::Failed(e)) => {
-                return Some(self.shared.closed(&format!("the answer's body failed: {e}")).await);
+                return Some(self.shared.stream_failed(e, "the answer's body failed").await);
             }
         };
         match serde_json::from_slice::<Value>(&bytes).ok().and_then(|mut v| v.get_mut("error").map(Value::take)) {
@@ -965,16 +1033,14 @@ impl Call {
                 }
                 State::Json { body, status } => {
                     let status = *status;
-                    let read = read_limited(body, self.max, self.deadline).await;
+                    let read = read_limited(body, self.max, self.deadline, &self.shared.counters.body_bytes).await;
                     self.finished = true;
                     self.state = State::Done;
                     return Some(match read {
                         Ok(bytes) => self.final_message(bytes, status, Vec::new()).map(Item::Response),
                         Err(ReadEnd::TooLarge(seen)) => Err(self.too_large(seen)),
                         Err(ReadEnd::TimedOut) => Err(self.timed_out()),
-                        Err(ReadEnd::Failed(e)) => {
-                            Err(self.shared.closed(&format!("the response body failed: {e}")).await)
-                        }
+                        Err(ReadEnd::Failed(e)) => Err(self.shared.stream_failed(e, "the response body failed").await),
                     });
                 }
                 State::Events { body, status, ready } => {
@@ -1001,11 +1067,12 @@ impl Call {
                         Ok(Some(Err(e))) => {
                             self.finished = true;
                             self.state = State::Done;
-                            return Some(Err(self.shared.closed(&format!("the event stream failed: {e}")).await));
+                            return Some(Err(self.shared.stream_failed(e, "the event stream failed").await));
                         }
                         Ok(Some(Ok(chunk))) => chunk,
                     };
                     let _ = body.flow_control().release_capacity(chunk.len());
+                    self.shared.counters.body_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                     let mut out = Vec::new();
                     let pushed = self.sse.as_mut().map(|sse| sse.push(&chunk, &mut out)).unwrap_or(Ok(()));
                     if let Err(too_large) = pushed {
@@ -1055,6 +1122,11 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         self.reset();
+        if self.body_unfinished
+            && let Some(stream) = self.stream.as_mut()
+        {
+            stream.send_reset(Reason::CANCEL);
+        }
     }
 }
 
@@ -1065,7 +1137,12 @@ enum ReadEnd {
 }
 
 /// Reads a body under `max` bytes, counting DATA as it arrives.
-async fn read_limited(body: &mut RecvStream, max: usize, deadline: tokio::time::Instant) -> Result<Bytes, ReadEnd> {
+async fn read_limited(
+    body: &mut RecvStream,
+    max: usize,
+    deadline: tokio::time::Instant,
+    received: &AtomicU64,
+) -> Result<Bytes, ReadEnd> {
     let mut bytes = Vec::new();
     loop {
         let chunk = match tokio::time::timeout_at(deadline, body.data()).await {
@@ -1074,6 +1151,7 @@ async fn read_limited(body: &mut RecvStream, max: usize, deadline: tokio::time::
             Ok(Some(chunk)) => chunk.map_err(ReadEnd::Failed)?,
         };
         let _ = body.flow_control().release_capacity(chunk.len());
+        received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         if bytes.len() + chunk.len() > max {
             return Err(ReadEnd::TooLarge((bytes.len() + chunk.len()) as u64));
         }
