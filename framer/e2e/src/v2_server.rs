@@ -117,6 +117,7 @@ pub fn v2_json(report: &V2Report) -> Value {
         "listeners": report.listeners,
         "bad_routes": report.bad_routes,
         "oversize_bodies": report.oversize_bodies,
+        "oversize_bytes": report.oversize_bytes,
         "malformed_bodies": report.malformed_bodies,
         "header_mismatches": report.header_mismatches,
         "duplicate_ids": report.duplicate_ids,
