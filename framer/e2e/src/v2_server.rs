@@ -1,5 +1,5 @@
-//! `v2_server`: the [`lib_server`](crate::lib_server) tools (the same
-//! [`Server`](mcp_framer_stdio::server::Server)) behind the experimental
+//! `v2_server`: the [`lib_server`] tools (the same
+//! [`Server`]) behind the experimental
 //! `stdio-v2` front (`mcp_framer_stdio_v2::server`), for the process tests
 //! of `stdio-v2`.
 //!
