@@ -140,17 +140,17 @@ pub struct ReaderReport {
 /// afresh). On a current-thread runtime, when none has come back by the time
 /// it has handed a batch over, the reader yields once, so that the
 /// application gets to drop what it has taken (no timer, no wait on the
-/// application). The
-/// reader keeps at most **two buffers and two item vectors, of at most
-/// [`Config::retain`] bytes of capacity in all** (512 KiB by default; an
-/// item vector counts its capacity times [`ITEM_OVERHEAD`](super::ITEM_OVERHEAD)),
-/// plus its own list of a read's items, at most 64 KiB: that is what an idle
-/// connection keeps besides the framer's storage; what does not fit is
-/// freed. A kept buffer holds no message: the queue's byte bound counts the
+/// application). The reader keeps at most **two buffers and two item
+/// vectors, of at most [`Config::retain`] bytes of capacity in all** (512 KiB
+/// by default; an item vector counts its capacity times
+/// [`ITEM_OVERHEAD`](super::ITEM_OVERHEAD)), plus its own list of a read's
+/// items, at most 64 KiB: that is what an idle connection keeps besides the
+/// framer's storage; what does not fit is freed. A kept buffer holds no
+/// message and counts against no bound: the queue's byte bound counts the
 /// frames of the messages alive and lets a batch's bytes go when its last
 /// message is dropped, so the memory a stalled application makes the host
-/// hold is that bound (or one message) plus the framer's buffer plus what
-/// the reader keeps.
+/// hold is that bound (or one message), plus the framer's buffer (at most
+/// the limit plus one read), plus what the reader keeps.
 ///
 /// A [`Connection`](super::Connection) runs one on the child's stdout. It can
 /// also run on any [`AsyncRead`], which is how benchmarks measure the host's
