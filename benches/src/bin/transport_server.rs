@@ -1,7 +1,7 @@
 //! `transport_server`: the one child program of the `stdio_v2` benchmark
 //! (`benches/benches/stdio_v2.rs`), so that newline framing and `stdio-v2`
 //! are compared on the same server: the library's
-//! [`Server`](mcp_framer_stdio::server::Server) with the same tools and
+//! `mcp_framer_stdio::server::Server` with the same tools and
 //! limits, served on stdin and stdout either as newline-delimited JSON-RPC
 //! (`--transport stdio`, `Server::serve_stdio`) or as HTTP/2
 //! (`--transport stdio-v2`, `mcp_framer_stdio_v2::server::serve_stdio`).
