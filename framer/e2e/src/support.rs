@@ -262,7 +262,62 @@ pub fn fast_probe_with<'a>(overrides: &[&'a str]) -> Vec<&'a str> {
 /// the watchdog's kill and the report's schema check.
 #[cfg(unix)]
 pub mod probe {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
     use serde_json::Value;
+
+    use super::ChildWatchdog;
+
+    /// A fresh path in the temporary directory for a probe's JSON report.
+    pub fn temp_json(prefix: &str, label: &str) -> PathBuf {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        std::env::temp_dir().join(format!("{prefix}-{}-{n}-{label}.json", std::process::id()))
+    }
+
+    /// Runs `command` (a probe) to its end under a watchdog of `limit`
+    /// that kills it and its servers; panics, naming `what`, if it fired.
+    pub fn run_watched(mut command: Command, limit: Duration, what: &str) -> Output {
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn probe_cli");
+        let pid = child.id();
+        let watchdog = ChildWatchdog::arm(limit, what, move || kill_tree(pid));
+        let output = child.wait_with_output().expect("wait for probe_cli");
+        assert!(!watchdog.disarm(), "the probe hung: {what}");
+        output
+    }
+
+    /// What a probe run left: its exit code, its stdout and stderr as one
+    /// text, and the JSON report it wrote (if it wrote one).
+    #[derive(Debug)]
+    pub struct ProbeRun {
+        /// The exit code.
+        pub exit: Option<i32>,
+        /// stdout, then stderr.
+        pub text: String,
+        /// The `--json` report.
+        pub report: Option<Value>,
+    }
+
+    /// [`run_watched`], then reads (and removes) the report at `json`.
+    pub fn run_probe(command: Command, json: &Path, limit: Duration, what: &str) -> ProbeRun {
+        let output = run_watched(command, limit, what);
+        let text = format!(
+            "{}\n--- stderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report = std::fs::read(json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
+        let _ = std::fs::remove_file(json);
+        ProbeRun { exit: output.status.code(), text, report }
+    }
 
     /// Kills the direct children of `pid` (the servers the probe started) and
     /// then `pid` itself: the watchdog's action.

@@ -11,13 +11,10 @@
 
 #![cfg(unix)]
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::Duration;
 
-use mcp_framer_e2e::support::ChildWatchdog;
-use mcp_framer_e2e::support::probe::{kill_tree, validate};
+use mcp_framer_e2e::support::probe::{ProbeRun, run_probe, run_watched, temp_json, validate};
 use serde_json::Value;
 
 /// Each probe run is well under this, even in a debug build on a loaded
@@ -93,27 +90,10 @@ impl Run {
     }
 }
 
-fn temp_json(label: &str) -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("mcp-probe-{}-{n}-{label}.json", std::process::id()))
-}
-
-/// Runs `command` (a probe) to its end under the watchdog.
-fn run_watched(mut command: Command, what: &str) -> std::process::Output {
-    let child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn probe_cli");
-    let pid = child.id();
-    let watchdog = ChildWatchdog::arm(WATCHDOG, what, move || kill_tree(pid));
-    let output = child.wait_with_output().expect("wait for probe_cli");
-    assert!(!watchdog.disarm(), "the probe hung: {what}");
-    output
-}
-
 /// Runs the probe with `FAST`, then `extra`, against the fixture with
 /// `fixture` switches.
 fn probe(extra: &[&str], fixture: &[&str]) -> Run {
-    let json = temp_json(fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
+    let json = temp_json("mcp-probe", fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
     // A flag in `extra` replaces FAST's.
     let fast = FAST.chunks(2).filter(|pair| !extra.contains(&pair[0])).flatten();
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
@@ -125,15 +105,8 @@ fn probe(extra: &[&str], fixture: &[&str]) -> Run {
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_probe_fixture"))
         .args(fixture);
-    let output = run_watched(command, &format!("mcp-probe {fixture:?}"));
-    let text = format!(
-        "{}\n--- stderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = std::fs::read(&json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
-    let _ = std::fs::remove_file(&json);
-    Run { exit: output.status.code(), text, report }
+    let ProbeRun { exit, text, report } = run_probe(command, &json, WATCHDOG, &format!("mcp-probe {fixture:?}"));
+    Run { exit, text, report }
 }
 
 fn schema() -> Value {
@@ -384,10 +357,10 @@ fn outliving_stdin_fails_shutdown() {
 fn checks_without_their_tool_are_skipped_with_the_reason() {
     let run = probe(&["--only", "response-limits,backpressure,cancellation"], &[]);
     // FAST names the tools; a run without them must say why it skips.
-    let json = temp_json("no-tools");
+    let json = temp_json("mcp-probe", "no-tools");
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     command.args(["-q", "--only", "6,7,8", "--json"]).arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
-    let output = run_watched(command, "mcp-probe without tools");
+    let output = run_watched(command, WATCHDOG, "mcp-probe without tools");
     assert_eq!(output.status.code(), Some(0));
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
     let _ = std::fs::remove_file(&json);
@@ -407,7 +380,7 @@ fn usage_errors_and_unstartable_servers_exit_with_2() {
     let status = |args: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
         command.args(args);
-        run_watched(command, "mcp-probe usage").status.code()
+        run_watched(command, WATCHDOG, "mcp-probe usage").status.code()
     };
     assert_eq!(status(&[]), Some(2), "no server command");
     assert_eq!(status(&["--only", "nine", "--", "true"]), Some(2), "unknown check");
@@ -421,7 +394,7 @@ fn usage_errors_and_unstartable_servers_exit_with_2() {
 fn probe_raw(args: &[&str]) -> (Option<i32>, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     command.args(args).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
-    let output = run_watched(command, &format!("mcp-probe {args:?}"));
+    let output = run_watched(command, WATCHDOG, &format!("mcp-probe {args:?}"));
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (output.status.code(), text(&output.stdout), text(&output.stderr))
 }

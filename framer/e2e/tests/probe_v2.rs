@@ -10,13 +10,10 @@
 
 #![cfg(unix)]
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::Duration;
 
-use mcp_framer_e2e::support::ChildWatchdog;
-use mcp_framer_e2e::support::probe::{kill_tree, validate};
+use mcp_framer_e2e::support::probe::{ProbeRun, run_probe, temp_json, validate};
 use serde_json::Value;
 
 /// Each probe run is well under this, even in a debug build on a loaded
@@ -63,34 +60,16 @@ impl Run {
     }
 }
 
-fn temp_json(label: &str) -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("mcp-probe-v2-{}-{n}-{label}.json", std::process::id()))
-}
-
 /// Runs `probe_cli --transport stdio-v2 ARGS --json FILE -- SERVER SERVER_ARGS`
 /// to its end under the watchdog.
 fn probe(args: &[&str], server: &str, server_args: &[&str]) -> Run {
-    let json = temp_json(server.rsplit('/').next().unwrap_or("server"));
+    let json = temp_json("mcp-probe-v2", server.rsplit('/').next().unwrap_or("server"));
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     command.args(["-q", "--transport", "stdio-v2"]).args(args).arg("--json").arg(&json).arg("--").arg(server);
     command.args(server_args);
-    let child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn probe_cli");
-    let pid = child.id();
     let what = format!("mcp-probe --transport stdio-v2 {args:?} -- {server}");
-    let watchdog = ChildWatchdog::arm(WATCHDOG, what.clone(), move || kill_tree(pid));
-    let output = child.wait_with_output().expect("wait for probe_cli");
-    assert!(!watchdog.disarm(), "the probe hung: {what}");
-    let text = format!(
-        "{}\n--- stderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = std::fs::read(&json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
-    let _ = std::fs::remove_file(&json);
-    Run { exit: output.status.code(), text, report }
+    let ProbeRun { exit, text, report } = run_probe(command, &json, WATCHDOG, &what);
+    Run { exit, text, report }
 }
 
 fn schema() -> Value {
