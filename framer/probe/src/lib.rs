@@ -16,6 +16,12 @@
 //! 2026-07-28 revision says: `server/discover` first, `initialize` on any
 //! error or timeout.
 //!
+//! `--transport stdio-v2` (**experimental**, [`Transport::StdioV2`]) probes
+//! a server speaking HTTP/2 on its stdin and stdout instead, over the
+//! `mcp-framer-stdio-v2` host client, with the eight checks of
+//! [`CheckId::STDIO_V2`] (selection, handshake, bad input, request size,
+//! head-of-line, cancellation, stderr, shutdown); see the README.
+//!
 //! The library's surface: [`run`] with [`Options`] (and their [`Limits`]),
 //! the [`Report`] with its [`Verdict`]s, [`list_tools`], and [`ProbeError`];
 //! [`Cli`] is the command line the `mcp-probe` binary parses into
