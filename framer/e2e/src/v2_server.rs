@@ -15,11 +15,13 @@
 //!
 //! * `ticks` (`count` = 10, `ms` = 10): sends `count` progress
 //!   notifications `ms` apart (when the call has a progress token), then
-//!   answers `ticked N`.
+//!   answers `ticked N`, or with `bytes` (if given) `bytes` bytes of `y`.
 //! * `changed`: sends `notifications/tools/list_changed` (a notification
 //!   that belongs to no request) and answers `sent`.
 //! * `noise` (`bytes` = 1 MiB): writes `bytes` bytes of text to stderr,
 //!   then answers `noisy`.
+//! * `blocks` (`count` = 20000): answers with `count` text blocks
+//!   (`block 0`, `block 1`, ...).
 //!
 //! # Report lines
 //!
@@ -64,12 +66,22 @@ async fn ticks(call: Call) -> Result<ToolResult, RpcError> {
         call.progress(i as f64, Some(count as f64), Some("tick")).await;
         call.abortable(tokio::time::sleep(Duration::from_millis(ms))).await?;
     }
-    Ok(ToolResult::text(format!("ticked {count}")))
+    match args.get("bytes").and_then(Value::as_u64) {
+        Some(bytes) => Ok(ToolResult::text("y".repeat(bytes as usize))),
+        None => Ok(ToolResult::text(format!("ticked {count}"))),
+    }
 }
 
 async fn changed(call: Call) -> Result<ToolResult, RpcError> {
     call.notify("notifications/tools/list_changed", json!({})).await;
     Ok(ToolResult::text("sent"))
+}
+
+async fn blocks(call: Call) -> Result<ToolResult, RpcError> {
+    let args: Value = call.args()?;
+    let count = args.get("count").and_then(Value::as_u64).unwrap_or(20_000);
+    let content = (0..count).map(|i| json!({"type": "text", "text": format!("block {i}")})).collect();
+    Ok(ToolResult { content, ..ToolResult::default() })
 }
 
 async fn noise(call: Call) -> Result<ToolResult, RpcError> {
@@ -93,6 +105,7 @@ pub fn server(args: &V2Args) -> Server {
         .tool(tool("ticks", "Send `count` progress notifications, then answer"), ticks)
         .tool(tool("changed", "Send notifications/tools/list_changed"), changed)
         .tool(tool("noise", "Write `bytes` bytes to stderr"), noise)
+        .tool(tool("blocks", "Answer with `count` text blocks"), blocks)
 }
 
 /// The front's fields of the final `report` line.

@@ -1065,10 +1065,8 @@ async fn read_body(body: &mut RecvStream, declared: Option<u64>, max: usize) -> 
 async fn route_dispatcher_output(front: Arc<Front>, mut output: DuplexStream, max_send: usize) {
     let mut framer = Framer::new(Config::DEFAULT.with_max_frame(max_send));
     loop {
-        let n = match output.read(framer.spare()).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the output as its end does.
+        let n: usize = output.read(framer.spare()).await.unwrap_or_default();
         if n == 0 {
             framer.finish();
         } else {
@@ -1093,4 +1091,52 @@ async fn route_dispatcher_output(front: Arc<Front>, mut output: DuplexStream, ma
     routes.close();
     routes.by_id.clear();
     routes.by_token.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(frame: &str) -> Option<mcp_framer_jsonrpc::RawJson<'_>> {
+        mcp_framer_jsonrpc::parse(frame.as_bytes()).unwrap().payload()
+    }
+
+    #[test]
+    fn error_responses_take_the_streamable_http_status() {
+        let error = |code: i64| format!(r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":{code},"message":"m"}}}}"#);
+        assert_eq!(status_of(payload(&error(-32601))), StatusCode::NOT_FOUND);
+        for code in [-32022, -32600, -32700] {
+            assert_eq!(status_of(payload(&error(code))), StatusCode::BAD_REQUEST, "{code}");
+        }
+        assert_eq!(status_of(payload(&error(-32602))), StatusCode::OK);
+    }
+
+    #[test]
+    fn listen_notifications_are_tagged_and_filtered() {
+        let frame = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        let tagged = with_subscription_id(frame, &Id::Number(7)).unwrap();
+        let tagged: serde_json::Value = serde_json::from_slice(&tagged).unwrap();
+        assert_eq!(tagged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7);
+        let listen = r#"{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["a"]}}}"#;
+        let filter = ListenFilter::read(payload(listen));
+        assert_eq!(filter.methods(), ["notifications/tools/list_changed"]);
+        assert_eq!(filter.acknowledged(), serde_json::json!({"toolsListChanged": true}));
+        assert!(ListenFilter::read(None).methods().is_empty());
+    }
+
+    #[test]
+    fn a_cancellation_names_its_request() {
+        let cancelled =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a","reason":"r"}}"#;
+        assert_eq!(cancelled_id(payload(cancelled)), Some(Id::from("a".to_owned())));
+        assert_eq!(cancelled_id(payload(r#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#)), None);
+    }
+
+    #[tokio::test]
+    async fn the_sniffed_bytes_are_read_again_first() {
+        let mut reader = Prefixed { prefix: b"PRI".to_vec(), at: 0, inner: &b" * HTTP"[..] };
+        let mut all = String::new();
+        reader.read_to_string(&mut all).await.unwrap();
+        assert_eq!(all, "PRI * HTTP");
+    }
 }

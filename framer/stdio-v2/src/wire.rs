@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use mcp_framer_jsonrpc::protocol::{META_PROTOCOL_VERSION, VERSIONS};
+use mcp_framer_jsonrpc::protocol::VERSIONS;
 use mcp_framer_jsonrpc::{ErrorObject, HEADER_MISMATCH, RawJson};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -18,7 +18,9 @@ use serde_json::value::RawValue;
 /// another method on it `405`.
 pub const ENDPOINT: &str = "/mcp";
 /// The protocol version header (`MCP-Protocol-Version`), lower case as HTTP/2
-/// sends header names.
+/// sends header names. It mirrors the body's
+/// [`META_PROTOCOL_VERSION`](mcp_framer_jsonrpc::protocol::META_PROTOCOL_VERSION)
+/// when the request carries one.
 pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// The method header: the body's `method`, on every request.
 pub const METHOD: &str = "mcp-method";
@@ -206,7 +208,6 @@ pub fn check_headers(
             None => {}
         }
     }
-    let _ = META_PROTOCOL_VERSION; // the body member PROTOCOL_VERSION mirrors
     Ok(())
 }
 
@@ -243,7 +244,7 @@ pub fn encode_header_value(text: &str) -> Cow<'_, str> {
         && text.bytes().all(|b| b == b'\t' || (0x20..=0x7e).contains(&b))
         && !text.starts_with([' ', '\t'])
         && !text.ends_with([' ', '\t'])
-        && !(text.starts_with(SENTINEL_START) && text.ends_with(SENTINEL_END));
+        && (!text.starts_with(SENTINEL_START) || !text.ends_with(SENTINEL_END));
     if safe {
         Cow::Borrowed(text)
     } else {
@@ -280,7 +281,7 @@ fn base64(bytes: &[u8]) -> String {
 
 fn unbase64(text: &str) -> Option<Vec<u8>> {
     let text = text.as_bytes();
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 4 * 3);
@@ -311,7 +312,10 @@ pub fn sse_event(message: &[u8]) -> Bytes {
 }
 
 /// An event-stream reader with a byte limit on each event's data: push the
-/// body's chunks as they arrive, take the messages out. Comment lines
+/// body's chunks as they arrive, take the messages out. The limit is checked
+/// on the bytes as they arrive: an event is refused as soon as its lines
+/// pass the limit plus the 6 bytes of a `data: ` prefix, before its line
+/// ends, and once whole if its data passes the limit. Comment lines
 /// (`:`…) and fields other than `data` are ignored; several `data` lines of
 /// one event are joined with `\n`, as the SSE specification says.
 #[derive(Debug)]

@@ -57,7 +57,7 @@ pub(crate) fn screen<'a>(
         Event::OversizeSkipped { len } => {
             bump(&counters.oversize);
             tracing::warn!(len, max = max_frame, "oversize message discarded");
-            Screened::Reply(outbox.error_frame(None, &oversize_error(len as u64, false, max_frame)))
+            Screened::Reply(outbox.error_frame(None, &oversize_error(len, false, max_frame)))
         }
         Event::Truncated { len, oversize: true } => {
             bump(&counters.oversize);
