@@ -2,8 +2,10 @@
 //! fixture (`v2_server`) passes every check that applies, its body limit is
 //! found to the byte, a newline server (`lib_server`) FAILs the selection
 //! at once (not after the startup timeout) with what it wrote and every
-//! other check is SKIPped, and the exit status follows the verdicts (a WARN
-//! is exit 0, or 1 with `--fail-on warn`; an unknown tool is exit 2).
+//! other check is SKIPped, a server that answers one stream at a time
+//! (`v2_serial_server`) FAILs head-of-line, and the exit status follows the
+//! verdicts (a WARN is exit 0, or 1 with `--fail-on warn`; an unknown tool
+//! is exit 2).
 //!
 //! The probe binary is `probe_cli` (the `mcp-probe` binary's own
 //! `main.rs`, built in this crate).
@@ -162,4 +164,20 @@ fn the_exit_status_follows_the_verdicts() {
     assert_eq!(unknown.exit, Some(2), "{}", unknown.text);
     assert!(unknown.text.contains("no_such_tool") && unknown.text.contains("subprocess"), "{}", unknown.text);
     assert!(unknown.report.is_none(), "no report for a usage error");
+}
+
+#[test]
+fn a_server_that_answers_one_stream_at_a_time_fails_head_of_line() {
+    // v2_serial_server sends each answer whole before it reads the next
+    // request: the liveness request waits behind the unread large result.
+    let args = ["--only", "head-of-line", "--large", r#"big {"bytes":1048576}"#, "--ping-timeout", "2s"];
+    let run = probe(&args, env!("CARGO_BIN_EXE_v2_serial_server"), &[]);
+    assert_eq!(run.verdict("head-of-line"), "FAIL", "{}", run.text);
+    let evidence = run.evidence("head-of-line");
+    assert!(evidence.contains("got nothing within 2.00 s while the large result waited"), "{evidence}");
+    assert!(evidence.contains("answered only after the large result (1048"), "{evidence}");
+    assert_eq!(run.check("head-of-line")["behaviours"], serde_json::json!(["head-of-line-blocking"]));
+    assert_eq!(run.exit, Some(1), "{}", run.text);
+    assert_eq!(run.report()["leftover_processes"], Value::Array(vec![]), "{}", run.text);
+    validate(&schema(), run.report(), "report");
 }

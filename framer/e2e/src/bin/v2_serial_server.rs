@@ -1,0 +1,124 @@
+//! `v2_serial_server`: a deliberately defective `stdio-v2` server for the
+//! probe's head-of-line check. It speaks HTTP/2 with prior knowledge on
+//! stdin and stdout, but answers its streams ONE AT A TIME: each answer is
+//! sent whole (waiting for the client's window) before the next request is
+//! read, so a large result holds up every answer behind it — the newline
+//! transport's head-of-line blocking, kept.
+//!
+//! It answers `server/discover` (modern only), `ping`, `tools/list` (one
+//! tool, `big`) and `tools/call big {"bytes": N}` (N bytes of text,
+//! default 1 MiB); a notification gets `202`; anything else `404` with
+//! -32601. It exits when the connection ends.
+
+use std::future::poll_fn;
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use h2::RecvStream;
+use h2::server::SendResponse;
+use serde_json::{Value, json};
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("v2_serial_server: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("v2_serial_server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    let (input, output) = mcp_framer_stdio::server::take_stdio()?;
+    let mut connection = h2::server::handshake(tokio::io::join(input, output)).await?;
+    // The accept loop drives the connection (window updates included); the
+    // worker answers the requests it queues, one at a time.
+    let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel();
+    let worker = tokio::spawn(async move {
+        while let Some((request, respond)) = queued.recv().await {
+            let request: http::Request<RecvStream> = request;
+            let _ = answer(request.into_body(), respond).await;
+        }
+    });
+    while let Some(accepted) = connection.accept().await {
+        match accepted {
+            Ok(pair) => {
+                let _ = queue.send(pair);
+            }
+            Err(_) => break,
+        }
+    }
+    drop(queue);
+    let _ = worker.await;
+    Ok(())
+}
+
+async fn answer(mut body: RecvStream, mut respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+    if id.is_null() {
+        let accepted = http::Response::builder().status(202).body(()).unwrap_or_default();
+        respond.send_response(accepted, true)?;
+        return Ok(());
+    }
+    let args = &message["params"]["arguments"];
+    let (status, reply) = match method {
+        "server/discover" => (
+            200,
+            json!({"result": {
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}},
+                "resultType": "complete",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "v2_serial_server", "version": "0"}},
+            }}),
+        ),
+        "ping" => (200, json!({"result": {}})),
+        "tools/list" => (
+            200,
+            json!({"result": {"tools": [
+                {"name": "big", "description": "Return `bytes` bytes of text", "inputSchema": {"type": "object"}},
+            ]}}),
+        ),
+        "tools/call" if message["params"]["name"] == "big" => {
+            let text = "x".repeat(args.get("bytes").and_then(Value::as_u64).unwrap_or(1 << 20) as usize);
+            (200, json!({"result": {"content": [{"type": "text", "text": text}]}}))
+        }
+        _ => (404, json!({"error": {"code": -32601, "message": format!("method not found: {method}")}})),
+    };
+    let mut reply = reply;
+    reply["jsonrpc"] = json!("2.0");
+    reply["id"] = id;
+    let mut data = Bytes::from(serde_json::to_vec(&reply).unwrap_or_default());
+    let head = http::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("content-length", data.len())
+        .body(())
+        .unwrap_or_default();
+    let mut stream = respond.send_response(head, false)?;
+    // The whole answer, as the client's window allows, before anything else.
+    while !data.is_empty() {
+        stream.reserve_capacity(data.len());
+        let granted = match poll_fn(|cx| stream.poll_capacity(cx)).await {
+            Some(granted) => granted?,
+            None => return Ok(()),
+        };
+        let chunk = data.split_to(granted.min(data.len()));
+        stream.send_data(chunk, data.is_empty())?;
+    }
+    Ok(())
+}
