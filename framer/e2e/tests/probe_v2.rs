@@ -2,10 +2,11 @@
 //! fixture (`v2_server`) passes every check that applies, its body limit is
 //! found to the byte, a newline server (`lib_server`) FAILs the selection
 //! at once (not after the startup timeout) with what it wrote and every
-//! other check is SKIPped, a server that answers one stream at a time
-//! (`v2_serial_server`) FAILs head-of-line, and the exit status follows the
-//! verdicts (a WARN is exit 0, or 1 with `--fail-on warn`; an unknown tool
-//! is exit 2).
+//! other check is SKIPped, the defects of `v2_serial_server` (one stream
+//! answered at a time, an exit on a malformed body, a refusal other than
+//! `413`, silence over its limit) FAIL or WARN their check, and the exit
+//! status follows the verdicts (a WARN is exit 0, or 1 with `--fail-on
+//! warn`; an unknown tool is exit 2).
 //!
 //! The probe binary is `probe_cli` (the `mcp-probe` binary's own
 //! `main.rs`, built in this crate).
@@ -180,4 +181,39 @@ fn a_server_that_answers_one_stream_at_a_time_fails_head_of_line() {
     assert_eq!(run.exit, Some(1), "{}", run.text);
     assert_eq!(run.report()["leftover_processes"], Value::Array(vec![]), "{}", run.text);
     validate(&schema(), run.report(), "report");
+}
+
+#[test]
+fn a_server_that_exits_on_a_malformed_body_fails_bad_input() {
+    let run = probe(&["--only", "bad-input"], env!("CARGO_BIN_EXE_v2_serial_server"), &["--exit-on-bad-json"]);
+    assert_eq!(run.verdict("bad-input"), "FAIL", "{}", run.text);
+    let evidence = run.evidence("bad-input");
+    assert!(evidence.contains("a malformed JSON body: expected HTTP 400 with -32700, got the stdio-v2 session ended"));
+    assert!(evidence.contains("exit status: 3"), "the evidence says how the server ended: {evidence}");
+    assert!(evidence.contains("the connection is dead"), "{evidence}");
+    assert_eq!(run.exit, Some(1), "{}", run.text);
+}
+
+#[test]
+fn a_refusal_other_than_413_warns_and_the_limit_is_still_bisected() {
+    let args = ["--only", "request-size", "--max-request", "1MiB", "--bisect-steps", "6"];
+    let run = probe(&args, env!("CARGO_BIN_EXE_v2_serial_server"), &["--limit", "300000", "--over-limit", "400"]);
+    assert_eq!(run.verdict("request-size"), "WARN", "{}", run.text);
+    assert!(run.evidence("request-size").contains("refused with HTTP 400, not 413"), "{}", run.text);
+    let (lo, hi) =
+        (run.measurement("request-size", "largest_answered"), run.measurement("request-size", "first_failed"));
+    let (lo, hi) = (lo.as_u64().expect("largest"), hi.as_u64().expect("first failed"));
+    assert!(lo <= 300000 && 300000 < hi && hi - lo <= (524288 - 262144) >> 6, "{lo}..{hi}:\n{}", run.text);
+    assert_eq!(run.exit, Some(0), "a WARN is exit 0:\n{}", run.text);
+}
+
+#[test]
+fn silence_over_the_limit_while_other_requests_are_answered_is_deaf() {
+    let args = ["--only", "request-size", "--max-request", "1MiB", "--step-timeout", "3s"];
+    let run = probe(&args, env!("CARGO_BIN_EXE_v2_serial_server"), &["--limit", "300000", "--over-limit", "silent"]);
+    assert_eq!(run.verdict("request-size"), "FAIL", "{}", run.text);
+    let evidence = run.evidence("request-size");
+    assert!(evidence.contains("a body of 524288 bytes got no answer within 3.00 s"), "{evidence}");
+    assert!(evidence.contains("deaf, not slow"), "{evidence}");
+    assert_eq!(run.exit, Some(1), "{}", run.text);
 }

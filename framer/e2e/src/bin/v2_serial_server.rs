@@ -9,14 +9,42 @@
 //! tool, `big`) and `tools/call big {"bytes": N}` (N bytes of text,
 //! default 1 MiB); a notification gets `202`; anything else `404` with
 //! -32601. It exits when the connection ends.
+//!
+//! Defect switches, for the probe's other `stdio-v2` checks:
+//! `--exit-on-bad-json` (a body that is not JSON ends the process, the
+//! connection with it); `--limit N` with `--over-limit 400|silent` (a body
+//! over N bytes is answered `400` -32600, or never answered).
 
 use std::future::poll_fn;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use h2::RecvStream;
 use h2::server::SendResponse;
 use serde_json::{Value, json};
+
+/// The defect switches.
+#[derive(Debug, Default)]
+struct Defects {
+    exit_on_bad_json: bool,
+    limit: Option<usize>,
+    silent_over_limit: bool,
+}
+
+static DEFECTS: OnceLock<Defects> = OnceLock::new();
+
+fn defects() -> &'static Defects {
+    DEFECTS.get_or_init(|| {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
+        Defects {
+            exit_on_bad_json: args.iter().any(|a| a == "--exit-on-bad-json"),
+            limit: value("--limit").and_then(|n| n.parse().ok()),
+            silent_over_limit: value("--over-limit").is_some_and(|v| v == "silent"),
+        }
+    })
+}
 
 fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -42,9 +70,13 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     // worker answers the requests it queues, one at a time.
     let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel();
     let worker = tokio::spawn(async move {
+        // Requests never answered (`--over-limit silent`): kept, not reset.
+        let mut unanswered = Vec::new();
         while let Some((request, respond)) = queued.recv().await {
             let request: http::Request<RecvStream> = request;
-            let _ = answer(request.into_body(), respond).await;
+            if let Ok(Some(respond)) = answer(request.into_body(), respond).await {
+                unanswered.push(respond);
+            }
         }
     });
     while let Some(accepted) = connection.accept().await {
@@ -60,20 +92,36 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-async fn answer(mut body: RecvStream, mut respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
+/// Answers one request; the stream back when it is to stay unanswered.
+async fn answer(
+    mut body: RecvStream,
+    mut respond: SendResponse<Bytes>,
+) -> Result<Option<SendResponse<Bytes>>, h2::Error> {
     let mut bytes = Vec::new();
     while let Some(chunk) = body.data().await {
         let chunk = chunk?;
         let _ = body.flow_control().release_capacity(chunk.len());
         bytes.extend_from_slice(&chunk);
     }
-    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let defects = defects();
+    if defects.limit.is_some_and(|limit| bytes.len() > limit) {
+        if defects.silent_over_limit {
+            return Ok(Some(respond));
+        }
+        let reply = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "too large"}});
+        return send(respond, 400, reply).await.map(|()| None);
+    }
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(_) if defects.exit_on_bad_json => std::process::exit(3),
+        Err(_) => Value::Null,
+    };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let method = message.get("method").and_then(Value::as_str).unwrap_or("");
     if id.is_null() {
         let accepted = http::Response::builder().status(202).body(()).unwrap_or_default();
         respond.send_response(accepted, true)?;
-        return Ok(());
+        return Ok(None);
     }
     let args = &message["params"]["arguments"];
     let (status, reply) = match method {
@@ -102,6 +150,11 @@ async fn answer(mut body: RecvStream, mut respond: SendResponse<Bytes>) -> Resul
     let mut reply = reply;
     reply["jsonrpc"] = json!("2.0");
     reply["id"] = id;
+    send(respond, status, reply).await.map(|()| None)
+}
+
+/// Sends `reply` whole, as the client's window allows.
+async fn send(mut respond: SendResponse<Bytes>, status: u16, reply: Value) -> Result<(), h2::Error> {
     let mut data = Bytes::from(serde_json::to_vec(&reply).unwrap_or_default());
     let head = http::Response::builder()
         .status(status)

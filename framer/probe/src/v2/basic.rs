@@ -184,7 +184,7 @@ fn excerpt(bytes: &[u8]) -> String {
 }
 
 /// Judges one bad POST against the status and code expected, then whether
-/// the connection still answers.
+/// the connection still answers (returned).
 #[allow(clippy::too_many_arguments)]
 async fn judge(
     session: &V2Session,
@@ -195,7 +195,7 @@ async fn judge(
     code: i64,
     ping: Duration,
     key: &str,
-) {
+) -> bool {
     match answer {
         Answer::Error { status: got, code: got_code, message } if got == status && got_code == code => {
             result.measure(key, json!({"status": got, "code": got_code}));
@@ -214,12 +214,15 @@ async fn judge(
         }
     }
     match session.ping(ping).await {
-        Ok(took) => result.info(format!(
-            "the connection survived: {} answered {} later",
-            session.liveness().0,
-            fmt_duration(took)
-        )),
-        Err(e) => result.note(Verdict::Fail, format!("after {label}, the connection is dead: {e}")),
+        Ok(took) => {
+            let method = session.liveness().0;
+            result.info(format!("the connection survived: {method} answered {} later", fmt_duration(took)));
+            true
+        }
+        Err(e) => {
+            result.note(Verdict::Fail, format!("after {label}, the connection is dead: {e}"));
+            false
+        }
     }
 }
 
@@ -238,8 +241,11 @@ pub(super) async fn bad_input(target: &Target, progress: &Progress, result: &mut
     progress.step("a body that is not JSON");
     let cut = format!(r#"{{"jsonrpc":"2.0","id":901,"method":"{method}""#).into_bytes();
     let answer = send_bad(&session, 901, method, None, cut, wait).await;
-    judge(&session, result, "a malformed JSON body", answer, 400, PARSE_ERROR, limits.ping_timeout, "malformed_body")
-        .await;
+    let label = "a malformed JSON body";
+    if !judge(&session, result, label, answer, 400, PARSE_ERROR, limits.ping_timeout, "malformed_body").await {
+        result.info("the other cases were not sent (no connection left)");
+        return session.end(target).await;
+    }
 
     progress.step("a header that contradicts the body");
     let body = json!({"jsonrpc": "2.0", "id": 902, "method": method, "params": params});
@@ -251,7 +257,10 @@ pub(super) async fn bad_input(target: &Target, progress: &Progress, result: &mut
     headers.insert(http::header::CONTENT_LENGTH, body.len().into());
     let answer = send_bad(&session, 902, method, Some(headers), body, wait).await;
     let label = format!("a body for {method} under {}: {other}", wire::METHOD);
-    judge(&session, result, &label, answer, 400, HEADER_MISMATCH, limits.ping_timeout, "header_mismatch").await;
+    if !judge(&session, result, &label, answer, 400, HEADER_MISMATCH, limits.ping_timeout, "header_mismatch").await {
+        result.info("the last case was not sent (no connection left)");
+        return session.end(target).await;
+    }
 
     progress.step("an unknown method");
     let empty = session.params(json!({}));

@@ -221,6 +221,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         _ => None,
     };
     let (mut lo, mut hi) = (largest, failed);
+    let refused_with = match &outcome {
+        Outcome::Refused { status, .. } => Some(*status),
+        _ => None,
+    };
     if let Some(limit) = named {
         result.measure("advertised_limit", limit as u64);
         progress.step(format!("bodies of {limit} and {} bytes (the limit its refusal names)", limit + 1));
@@ -258,7 +262,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                     lo = len;
                     answered.push((len, took));
                 }
-                got if got.is_413() => hi = len,
+                // The same refusal as the first failure's.
+                Outcome::Refused { status, .. } if Some(status) == refused_with => hi = len,
                 got => {
                     result.info(format!("bisection stopped: a body of {len} bytes got {}", got.describe()));
                     break;
