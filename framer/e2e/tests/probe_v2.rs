@@ -213,7 +213,9 @@ fn silence_over_the_limit_while_other_requests_are_answered_is_deaf() {
     let run = probe(&args, env!("CARGO_BIN_EXE_v2_serial_server"), &["--limit", "300000", "--over-limit", "silent"]);
     assert_eq!(run.verdict("request-size"), "FAIL", "{}", run.text);
     let evidence = run.evidence("request-size");
-    assert!(evidence.contains("a body of 524288 bytes got no answer within 3.00 s"), "{evidence}");
+    // The wait is at least --step-timeout, longer when the answers so far
+    // grew slowly (a loaded machine): the verdict does not depend on it.
+    assert!(evidence.contains("a body of 524288 bytes got no answer within"), "{evidence}");
     assert!(evidence.contains("deaf, not slow"), "{evidence}");
     assert_eq!(run.exit, Some(1), "{}", run.text);
 }
