@@ -68,7 +68,13 @@ impl Run {
 fn probe(args: &[&str], server: &str, server_args: &[&str]) -> Run {
     let json = temp_json("mcp-probe-v2", server.rsplit('/').next().unwrap_or("server"));
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
-    command.args(["-q", "--transport", "stdio-v2"]).args(args).arg("--json").arg(&json).arg("--").arg(server);
+    command.args(["-q", "--transport", "stdio-v2"]).args(args);
+    // Generous where an answer must come (a debug build, a loaded machine),
+    // unless the test sets its own.
+    if !args.contains(&"--ping-timeout") {
+        command.args(["--ping-timeout", "5s"]);
+    }
+    command.arg("--json").arg(&json).arg("--").arg(server);
     command.args(server_args);
     let what = format!("mcp-probe --transport stdio-v2 {args:?} -- {server}");
     let ProbeRun { exit, text, report } = run_probe(command, &json, WATCHDOG, &what);
