@@ -160,3 +160,27 @@ impl FromStr for CheckId {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stdio_v2_checks_parse_by_name_and_numbers_stay_the_newline_ones() {
+        for (i, check) in CheckId::ALL.into_iter().enumerate() {
+            assert_eq!(check.number() as usize, i + 1, "{check:?}");
+            assert_eq!((i + 1).to_string().parse::<CheckId>(), Ok(check));
+        }
+        assert_eq!(
+            [CheckId::Selection, CheckId::HeadOfLine, CheckId::Stderr].map(CheckId::number),
+            [1, 5, 7],
+            "the v2-only checks are numbered by their place in STDIO_V2"
+        );
+        for check in CheckId::STDIO_V2 {
+            assert_eq!(check.name().parse::<CheckId>(), Ok(check));
+        }
+        assert!("9".parse::<CheckId>().is_ok() && "10".parse::<CheckId>().is_err());
+        let unknown = "nope".parse::<CheckId>().unwrap_err();
+        assert!(unknown.contains("head-of-line") && unknown.contains("framing"), "{unknown}");
+    }
+}
