@@ -120,6 +120,11 @@ class Fake:
                                                     "spawn_ping_ms": [2.0] * 3, "shutdown_ms": [1.0] * 3}}
                       for client, runs in HAND_IDLE.items()]
         (root / "scale" / "results.json").write_text(json.dumps({"at": now, "runs": 3, "rows": scale_rows}))
+        (root / "stdio_v2").mkdir()
+        v2_rows = [{"measure": "results", "size": "200 B", "unit": "MiB/s", "transport": t, "value": v,
+                    "runs": [v] * 3} for t, v in (("stdio", 40.0), ("stdio-v2", 30.0))]
+        (root / "stdio_v2" / "results.json").write_text(json.dumps(
+            {"at": now, "runs": 3, "quick": True, "rows": v2_rows, "h2load": {"requests_per_s": 9000.0}}))
 
     def expected(self, measure, group, of, vs):
         """cost(vs) / cost(of) and its spread, computed here from the fakes."""
@@ -348,6 +353,7 @@ class Record(unittest.TestCase):
         self.assertEqual(record["load"], {"before": [1.0, 1.0, 1.0], "after": [2.0, 2.0, 2.0]})
         self.assertTrue(record["slow_consumer"]["rows"])
         self.assertEqual(len(record["scale"]["rows"]), 3)
+        self.assertEqual([r["transport"] for r in record["stdio_v2"]["rows"]], ["stdio", "stdio-v2"])
         self.assertIn("thread CPU time: framing, parse", record["clock"])
         for suite in SUITES:
             if not suite.get("gate") and "show" not in suite:

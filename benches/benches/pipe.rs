@@ -72,6 +72,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use mcp_framer_benches::pipe::{self, Cpus, Payload, Placement, Shape, Writer};
+use mcp_framer_benches::readers as shared;
 use mcp_framer_benches::results;
 use mcp_framer_stdio::host::ReaderEnd;
 use serde_json::json;
@@ -141,10 +142,10 @@ impl Strategy {
 
     /// Runs the child once and reads it to its end: through [`pipe::run`],
     /// or, for a client library that spawns the child itself, through
-    /// [`readers::run_session`] / [`readers::run_rmcp`].
+    /// [`shared::run_session`] / [`readers::run_rmcp`].
     fn run(self, writer: &Writer, timeout: Duration, runtime: &Runtime) -> Result<pipe::Run, String> {
         match self {
-            Strategy::HostSession => runtime.block_on(readers::run_session(WRITER, writer, timeout)),
+            Strategy::HostSession => runtime.block_on(shared::run_session(WRITER, writer, timeout)),
             Strategy::Rmcp => runtime.block_on(readers::run_rmcp(WRITER, writer, timeout)),
             Strategy::RmcpServiceStock => {
                 runtime.block_on(readers::run_rmcp_service(WRITER, writer, timeout, readers::RmcpTransport::Stock))
@@ -160,7 +161,7 @@ impl Strategy {
     /// for the others.
     fn read(self, stdout: ChildStdout, runtime: &Runtime) -> io::Result<u64> {
         match self {
-            Strategy::RawDrain => readers::raw_drain(stdout),
+            Strategy::RawDrain => shared::raw_drain(stdout),
             Strategy::FramerBlocking => readers::framer_blocking(stdout, |_| {}),
             Strategy::EnvelopeBlocking => readers::framer_blocking(stdout, |frame| {
                 let message = mcp_framer_jsonrpc::parse(frame).expect("the child writes valid messages");
@@ -168,7 +169,7 @@ impl Strategy {
             }),
             Strategy::ReadUntil => readers::read_until(stdout),
             Strategy::HandWritten => {
-                runtime.block_on(async { readers::hand_written(tokio::process::ChildStdout::from_std(stdout)?).await })
+                runtime.block_on(async { shared::hand_written(tokio::process::ChildStdout::from_std(stdout)?).await })
             }
             Strategy::HostSession | Strategy::Rmcp | Strategy::RmcpServiceStock | Strategy::RmcpServiceAdapter => {
                 unreachable!("{} spawns the child itself", self.name())

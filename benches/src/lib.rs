@@ -10,6 +10,7 @@
 //! with the README table and charts it rewrites).
 
 pub mod pipe;
+pub mod readers;
 pub mod record;
 pub mod results;
 pub mod shapes;

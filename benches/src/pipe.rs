@@ -292,6 +292,11 @@ impl ProcessCpu {
     pub fn elapsed(self) -> Duration {
         process_cpu_now().saturating_sub(self.0)
     }
+
+    /// CPU time used since the process started.
+    pub fn since_start() -> Duration {
+        process_cpu_now()
+    }
 }
 
 fn process_cpu_now() -> Duration {

@@ -349,6 +349,7 @@ pub fn readme_table(record: &Value, name: &str) -> String {
     );
     pipe_table(&mut out, record, "MiB/s (wall clock, from the child's start to its exit)", "mib-per-s");
     scale_table(&mut out, record);
+    stdio_v2_table(&mut out, record);
     let _ = writeln!(
         out,
         "| target (ratio > 1: the first is faster or cheaper) | group | measured [spread] | target | verdict |"
@@ -439,6 +440,50 @@ fn scale_table(out: &mut String, record: &Value) {
             cell("spawn_ping_ms", 2),
             cell("shutdown_ms", 2)
         );
+    }
+    let _ = writeln!(out);
+}
+
+/// The rows of the `stdio_v2` bench the README shows: (measure, size).
+const STDIO_V2_ROWS: [(&str, &str); 7] = [
+    ("results", "200 B"),
+    ("results", "1 MiB"),
+    ("server CPU", "200 B"),
+    ("server CPU", "1 MiB"),
+    ("ping beside a 64 MiB result", "ping"),
+    ("round trip, one in flight", "ping"),
+    ("host memory per idle session", "N = 50"),
+];
+
+/// Newline framing against stdio-v2, from the record's `stdio_v2` rows
+/// (records before the bench have none: a line says so).
+fn stdio_v2_table(out: &mut String, record: &Value) {
+    let rows: Vec<&Value> = record["stdio_v2"]["rows"].as_array().into_iter().flatten().collect();
+    if rows.is_empty() {
+        let _ = writeln!(out, "The stdio_v2 bench is not in this record.");
+        let _ = writeln!(out);
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Newline framing against the experimental stdio-v2 (HTTP/2 over the pipes), the same server program and \
+         this project's host for each (stdio_v2 bench, median of {} runs; all rows in the record):",
+        record["stdio_v2"]["runs"]
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "| measure | size | stdio | stdio-v2 |");
+    let _ = writeln!(out, "|---|---|---:|---:|");
+    let find = |measure: &str, size: &str, transport: &str| {
+        rows.iter()
+            .find(|r| r["measure"] == measure && r["size"] == size && r["transport"] == transport)
+            .and_then(|r| Some((r["value"].as_f64()?, str_of(&r["unit"]).to_owned())))
+    };
+    for (measure, size) in STDIO_V2_ROWS {
+        let (Some((a, unit)), Some((b, _))) = (find(measure, size, "stdio"), find(measure, size, "stdio-v2")) else {
+            continue;
+        };
+        let cell = |v: f64| if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.2}") };
+        let _ = writeln!(out, "| {measure} ({unit}) | {size} | {} | {} |", cell(a), cell(b));
     }
     let _ = writeln!(out);
 }

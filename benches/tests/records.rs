@@ -41,6 +41,11 @@ fn every_kept_record_parses_and_is_complete() {
             if record["upgraded_from"] != 1 {
                 assert!(bmf.keys().any(|k| k.starts_with("scale/")), "{}: no scale/* bench", path.display());
             }
+            // Records since the stdio_v2 bench was added carry its rows.
+            if !record["stdio_v2"].is_null() {
+                let rows = record["stdio_v2"]["rows"].as_array();
+                assert!(rows.is_some_and(|r| r.len() >= 2), "{}: no stdio_v2 rows", path.display());
+            }
             let unmeasured: Vec<&Value> =
                 record["ratios"].as_array().into_iter().flatten().filter(|r| r["verdict"] == "n/a").collect();
             assert!(unmeasured.is_empty(), "{}: targets not measured: {unmeasured:#?}", path.display());

@@ -2,8 +2,9 @@
 //! "where a message's CPU goes"; the record is
 //! `benches/records/profiles/2026-12-02-host-session.txt`).
 //!
-//! Runs the pipe bench's `host-session` or `raw-drain` strategy against the
-//! real `pipe_writer` child (`notifications/message` whose `data` is one flat
+//! Runs the pipe bench's `host-session`, `raw-drain` or `hand-written`
+//! strategy ([`mcp_framer_benches::readers`], the code the bench runs)
+//! against the real `pipe_writer` child (`notifications/message` whose `data` is one flat
 //! text string, 64 KiB writes, default pipe, unpinned), `--runs` times, on a
 //! tokio runtime of the flavour asked (`multi`: the default multi-thread
 //! runtime; `current`: one thread, as the pipe bench's `block_on`). Prints,
@@ -14,7 +15,7 @@
 //! spends well under 1% of its CPU on start-up and exit.
 //!
 //! ```text
-//! pipe_profile <host-session|raw-drain> <frame bytes> [--mib N] [--runs N] [--flavor multi|current] [--child-cpu N]
+//! pipe_profile <host-session|raw-drain|hand-written> <frame bytes> [--mib N] [--runs N] [--flavor multi|current] [--child-cpu N]
 //! ```
 //!
 //! `--child-cpu N` pins the child to CPU `N` (`pipe_writer --cpu`); pin this
@@ -24,12 +25,11 @@
 //! Run it under `perf record` / `perf stat` / `strace -c -f` (the child is
 //! another process: filter it out by command name, `pipe_writer`).
 
-use std::io::{self, Read};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mcp_framer_benches::pipe::{self, Payload, ProcessCpu, Report, Shape, Watchdog, Writer};
-use mcp_framer_stdio::host::{Inbound, Session, SessionConfig};
+use mcp_framer_benches::pipe::{self, Payload, Shape, Writer};
+use mcp_framer_benches::readers;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -53,7 +53,7 @@ fn writer_exe() -> Result<String, String> {
 }
 
 fn run(args: Vec<String>) -> Result<(), String> {
-    let usage = "pipe_profile <host-session|raw-drain> <frame bytes> [--mib N] [--runs N] [--flavor multi|current] [--child-cpu N]";
+    let usage = "pipe_profile <host-session|raw-drain|hand-written> <frame bytes> [--mib N] [--runs N] [--flavor multi|current] [--child-cpu N]";
     let strategy = args.first().ok_or(usage)?.clone();
     let frame_bytes: usize = args.get(1).ok_or(usage)?.parse().map_err(|e| format!("frame bytes: {e}"))?;
     let (mut mib, mut runs, mut flavor, mut child_cpu) = (64u64, 5usize, "multi".to_owned(), None);
@@ -87,11 +87,21 @@ fn run(args: Vec<String>) -> Result<(), String> {
     for i in 0..runs {
         let ticks = stat_ticks()?;
         let run = match strategy.as_str() {
-            "host-session" => runtime.block_on(run_session(&exe, &writer))?,
+            "host-session" => runtime.block_on(readers::run_session(&exe, &writer, TIMEOUT))?,
             "raw-drain" => {
-                let run = pipe::run(&exe, &writer, TIMEOUT, raw_drain)?;
+                let run = pipe::run(&exe, &writer, TIMEOUT, readers::raw_drain)?;
                 if run.count != writer.bytes() {
                     return Err(format!("read {} bytes of {}", run.count, writer.bytes()));
+                }
+                run
+            }
+            "hand-written" => {
+                let run = pipe::run(&exe, &writer, TIMEOUT, |stdout| {
+                    runtime
+                        .block_on(async { readers::hand_written(tokio::process::ChildStdout::from_std(stdout)?).await })
+                })?;
+                if run.count != writer.frames {
+                    return Err(format!("read {} frames of {}", run.count, writer.frames));
                 }
                 run
             }
@@ -137,63 +147,4 @@ fn stat_ticks() -> Result<(u64, u64, u64), String> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse().ok()).ok_or("short /proc/self/stat");
     Ok((field(14)?, field(15)?, field(10)?))
-}
-
-/// The pipe bench's raw drain: 64 KiB reads, discarded.
-fn raw_drain(mut input: impl Read) -> io::Result<u64> {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut bytes = 0;
-    loop {
-        match input.read(&mut buf) {
-            Ok(0) => return Ok(bytes),
-            Ok(n) => bytes += n as u64,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// The pipe bench's `host-session` (`benches/benches/readers/mod.rs`,
-/// `run_session`): a default [`Session`] spawns the child, a consumer counts
-/// the notifications in batches of up to 256.
-async fn run_session(exe: &str, writer: &Writer) -> Result<pipe::Run, String> {
-    let config = SessionConfig::default().with_max_receive(mcp_framer::DEFAULT_MAX_FRAME);
-    let command = tokio::process::Command::from(writer.command(exe));
-    let (session, mut queue) = Session::spawn(command, config).map_err(|e| format!("spawn: {e}"))?;
-    let watchdog = Watchdog::arm(session.pid().ok_or("no pid")?, TIMEOUT);
-    while !session.stderr_tail().contains("pipe_writer: ready") {
-        if session.closed().is_some() {
-            return Err(format!("child not ready: {:?}", session.stderr_tail()));
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let cpu = ProcessCpu::start();
-    let start = Instant::now();
-    session.notify("bench/start", &()).await.map_err(|e| format!("start: {e}"))?;
-    let mut frames = 0;
-    let mut batch = Vec::with_capacity(256);
-    while queue.recv_many(&mut batch, 256).await > 0 {
-        for item in batch.drain(..) {
-            match item {
-                Inbound::Notification(_) => frames += 1,
-                other => return Err(format!("unexpected {other:?}")),
-            }
-        }
-    }
-    let closed = session.wait_closed().await;
-    let (elapsed, cpu) = (start.elapsed(), cpu.elapsed());
-    let fired = watchdog.fired();
-    drop(watchdog);
-    if fired {
-        return Err("the watchdog killed the child".into());
-    }
-    let metrics = session.metrics();
-    if (metrics.delivered, metrics.overload_dropped, metrics.parse_errors) != (frames, 0, 0) {
-        return Err(format!("{frames} received, metrics {metrics:?}"));
-    }
-    let report = Report::parse(closed.stderr_tail())?;
-    if (report.bytes, report.frames) != (writer.bytes(), writer.frames) {
-        return Err(format!("child wrote {report:?}"));
-    }
-    Ok(pipe::Run { started: start, elapsed, cpu, count: frames, report })
 }

@@ -1,12 +1,14 @@
-//! `v2_server`: the [`lib_server`](crate::lib_server) tools (the same
-//! [`Server`](mcp_framer_stdio::server::Server)) behind the experimental
+//! `v2_server`: the [`lib_server`] tools (the same
+//! [`Server`]) behind the experimental
 //! `stdio-v2` front (`mcp_framer_stdio_v2::server`), for the process tests
 //! of `stdio-v2`.
 //!
 //! # Flags
 //!
 //! Every `lib_server` flag (`--max-frame`, `--grace-ms`, ...), and:
-//! `--stall-ms N` (the front's stall timeout, default 30000) and
+//! `--stall-ms N` (the front's stall timeout, default 30000),
+//! `--stream-backlog BYTES` (progress that may wait for one stream's
+//! window, default 1 MiB) and
 //! `--raw-stdio` (serve tokio's stdin and stdout as they are, WITHOUT the
 //! stdio take-over: a tool that prints to stdout then corrupts the HTTP/2
 //! stream; only for the test that shows it).
@@ -15,7 +17,8 @@
 //!
 //! * `ticks` (`count` = 10, `ms` = 10): sends `count` progress
 //!   notifications `ms` apart (when the call has a progress token), then
-//!   answers `ticked N`, or with `bytes` (if given) `bytes` bytes of `y`.
+//!   answers `ticked N`, or with `bytes` (if given) `bytes` bytes of `y`;
+//!   before answering it writes the report line [`TICKS_DONE`].
 //! * `changed`: sends `notifications/tools/list_changed` (a notification
 //!   that belongs to no request) and answers `sent`.
 //! * `noise` (`bytes` = 1 MiB): writes `bytes` bytes of text to stderr,
@@ -52,11 +55,18 @@ pub struct V2Args {
     /// The front's stall timeout, in milliseconds.
     #[arg(long, value_name = "MS")]
     pub stall_ms: Option<u64>,
+    /// Bytes of progress that may wait for one stream's window.
+    #[arg(long, value_name = "BYTES")]
+    pub stream_backlog: Option<usize>,
     /// Serve tokio's stdin and stdout without taking them over (no fd
     /// redirection): a stray `println!` then reaches the HTTP/2 stream.
     #[arg(long)]
     pub raw_stdio: bool,
 }
+
+/// The report line `ticks` writes once it has sent its progress:
+/// `{"id","count"}`.
+pub const TICKS_DONE: &str = "ticks_done";
 
 async fn ticks(call: Call) -> Result<ToolResult, RpcError> {
     let args: Value = call.args()?;
@@ -66,6 +76,7 @@ async fn ticks(call: Call) -> Result<ToolResult, RpcError> {
         call.progress(i as f64, Some(count as f64), Some("tick")).await;
         call.abortable(tokio::time::sleep(Duration::from_millis(ms))).await?;
     }
+    crate::report::emit(TICKS_DONE, &json!({"id": call.id(), "count": count}));
     match args.get("bytes").and_then(Value::as_u64) {
         Some(bytes) => Ok(ToolResult::text("y".repeat(bytes as usize))),
         None => Ok(ToolResult::text(format!("ticked {count}"))),
@@ -117,6 +128,7 @@ pub fn v2_json(report: &V2Report) -> Value {
         "listeners": report.listeners,
         "bad_routes": report.bad_routes,
         "oversize_bodies": report.oversize_bodies,
+        "oversize_bytes": report.oversize_bytes,
         "malformed_bodies": report.malformed_bodies,
         "header_mismatches": report.header_mismatches,
         "duplicate_ids": report.duplicate_ids,
@@ -145,6 +157,9 @@ pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) ->
     let mut config = V2Config::default();
     if let Some(ms) = args.stall_ms {
         config = config.with_stall_timeout(Duration::from_millis(ms));
+    }
+    if let Some(bytes) = args.stream_backlog {
+        config = config.with_stream_backlog(bytes);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use mcp_framer_e2e::report;
 use mcp_framer_e2e::support::proc::alive;
 use mcp_framer_e2e::support::{eventually_async, watchdog};
+use mcp_framer_e2e::{report, v2_server};
 use mcp_framer_jsonrpc::Id;
 use mcp_framer_stdio_v2::host::{Client, Error, HostConfig, Item};
 use mcp_framer_stdio_v2::wire;
@@ -712,6 +712,41 @@ async fn a_second_request_with_an_id_or_token_in_flight_is_refused_and_the_first
         let report = final_report(&ended.stderr_tail);
         assert_eq!(report["v2"]["duplicate_ids"], json!(2), "{report}");
         assert_eq!(report["duplicate_ids"], json!(0), "the dispatcher never saw them");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_beyond_a_stalled_streams_backlog_is_dropped_and_counted_never_lost() {
+    watchdog(WATCHDOG, "progress backlog", async {
+        const TICKS: u64 = 3000;
+        let config = HostConfig::default().with_stream_window(16 << 10);
+        let client = spawn(&["--stream-backlog", "8192"], config).await;
+        let mut ticks = client
+            .call("tools/call", &with_progress("ticks", json!({"count": TICKS, "ms": 0}), "flood"))
+            .await
+            .unwrap();
+        // The event stream is not read until the tool has sent every
+        // progress notification: its window fills, the rest waits in the
+        // stream's backlog, and what does not fit is dropped and counted.
+        assert!(
+            eventually_async(Duration::from_secs(60), || client.stderr_tail().contains(v2_server::TICKS_DONE)).await,
+            "the tool ran to its end"
+        );
+        let mut received = 0;
+        let result = loop {
+            match ticks.next().await.expect("the stream goes on").unwrap() {
+                Item::Notification(_) => received += 1,
+                Item::Response(response) => break response,
+            }
+        };
+        assert_eq!(result.text(), format!("ticked {TICKS}"), "the response is never dropped");
+        ping(&client).await;
+        let ended = client.shutdown().await;
+        let report = final_report(&ended.stderr_tail);
+        let dropped = report["v2"]["progress_dropped"].as_u64().unwrap();
+        assert!(dropped > 0, "the backlog overflowed: {report}");
+        assert_eq!(received + dropped, TICKS, "every progress notification was delivered or counted: {report}");
     })
     .await;
 }

@@ -53,6 +53,33 @@
 //!   client kills the tree at once.
 //! * **Server notifications** that belong to no request come on the stream
 //!   [`Client::listen`] opens (`subscriptions/listen`).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use mcp_framer_stdio_v2::host::{Client, HostConfig, Item};
+//! use serde_json::json;
+//!
+//! # async fn demo() -> Result<(), mcp_framer_stdio_v2::host::Error> {
+//! let client = Client::spawn(tokio::process::Command::new("my-v2-server"), HostConfig::default()).await?;
+//! let tools = client.request("tools/list", &json!({})).await?;
+//! println!("{}", tools.result());
+//!
+//! // The streaming form: progress events, then the response.
+//! let params = json!({"name": "build", "arguments": {}, "_meta": {"progressToken": "b1"}});
+//! let mut call = client.call("tools/call", &params).await?;
+//! while let Some(item) = call.next().await {
+//!     match item? {
+//!         Item::Notification(progress) => eprintln!("{}", String::from_utf8_lossy(&progress)),
+//!         Item::Response(response) => println!("{}", response.text()),
+//!     }
+//! }
+//! // Dropping an unfinished call resets its stream: the server cancels it.
+//! let ended = client.shutdown().await;
+//! eprintln!("exit {:?}; stderr:\n{}", ended.exit_status, ended.stderr_tail);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fmt;
 use std::io;

@@ -24,9 +24,13 @@
 //!   [`Server`] (the newline server's limit, one name): a body is counted as
 //!   its DATA frames arrive (and on `content-length` up front), before any
 //!   parse; one over the limit is answered `413` with the newline transport's
-//!   error ([`oversize_error`]: -32600, `null` id) and no more of it is read
-//!   (the stream is reset once the answer is out); the session goes on.
-//!   Counted in [`V2Report::oversize_bodies`].
+//!   error ([`oversize_error`]: -32600, `null` id) at once; then the rest
+//!   of the body is read and thrown away, never held (ours: as the newline
+//!   transport skips an oversize line; resetting the stream with NO_ERROR,
+//!   which RFC 9113 8.1 allows, makes some clients, curl 7.88 among them,
+//!   fail the request instead of reading the answer); the session goes on.
+//!   Counted in [`V2Report::oversize_bodies`], their bytes read in
+//!   [`V2Report::oversize_bytes`].
 //! * **Bodies.** A body that is not one JSON-RPC request or notification is
 //!   answered `400` with the error the newline transport gives the same
 //!   line (-32700 / -32600, the id when it can be recovered); counted in
@@ -182,6 +186,9 @@ pub struct V2Report {
     pub bad_routes: u64,
     /// Bodies over the transport limit (`413`).
     pub oversize_bodies: u64,
+    /// The bytes of those bodies that arrived, read and thrown away (a
+    /// refused `content-length` counts only what was then sent).
+    pub oversize_bytes: u64,
     /// Bodies that were not one JSON-RPC request or notification (`400`).
     pub malformed_bodies: u64,
     /// Requests whose headers were missing or contradicted the body (`400`).
@@ -204,7 +211,8 @@ pub struct V2Report {
     /// The session ended because the output stalled for
     /// [`V2Config::stall_timeout`].
     pub stalled: bool,
-    /// The HTTP/2 connection's error, if it ended with one.
+    /// The HTTP/2 connection's error, if it ended with one (the client
+    /// closing the pipes, even mid-write, is not one).
     pub connection_error: Option<String>,
 }
 
@@ -216,6 +224,7 @@ struct Counters {
     listeners: AtomicU64,
     bad_routes: AtomicU64,
     oversize_bodies: AtomicU64,
+    oversize_bytes: AtomicU64,
     malformed_bodies: AtomicU64,
     header_mismatches: AtomicU64,
     duplicate_ids: AtomicU64,
@@ -240,6 +249,7 @@ impl Counters {
             listeners: get(&self.listeners),
             bad_routes: get(&self.bad_routes),
             oversize_bodies: get(&self.oversize_bodies),
+            oversize_bytes: get(&self.oversize_bytes),
             malformed_bodies: get(&self.malformed_bodies),
             header_mismatches: get(&self.header_mismatches),
             duplicate_ids: get(&self.duplicate_ids),
@@ -394,6 +404,10 @@ where
                         bump(&counters.streams);
                         tokio::spawn(Arc::clone(&front).handle(request, respond));
                     }
+                    Some(Err(error)) if peer_closed(&error) => {
+                        tracing::debug!(%error, "the client closed the pipes");
+                        break;
+                    }
                     Some(Err(error)) => {
                         tracing::warn!(%error, "the HTTP/2 connection ended with an error");
                         connection_error = Some(error.to_string());
@@ -437,6 +451,15 @@ where
     report.connection_error = connection_error;
     drop(signal_tx);
     Ok(report)
+}
+
+/// Whether the connection ended because the client closed the pipes (a
+/// write met a closed stdout, or stdin ended inside a frame): the end of
+/// the session, as a clean end of input is, not an error.
+fn peer_closed(error: &h2::Error) -> bool {
+    error.get_io().is_some_and(|io| {
+        matches!(io.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset)
+    })
 }
 
 /// The selection-mismatch error.
@@ -595,12 +618,13 @@ impl Front {
             .and_then(|v| v.parse::<u64>().ok());
         let bytes = match read_body(&mut body, declared, self.max_body).await {
             Ok(bytes) => bytes,
-            Err(BodyEnd::Oversize { len, at_least }) => {
+            Err(BodyEnd::Oversize { len, at_least, received }) => {
                 bump(&self.counters.oversize_bodies);
                 tracing::warn!(len, at_least, max = self.max_body, "request body over the transport limit; refused");
-                drop(body);
                 let error = oversize_error(len, at_least, self.max_body);
                 send_whole(&mut respond, StatusCode::PAYLOAD_TOO_LARGE, self.error_body(None, &error)).await;
+                let skipped = received + skip_body(&mut body).await;
+                self.counters.oversize_bytes.fetch_add(skipped, Ordering::Relaxed);
                 return;
             }
             Err(BodyEnd::Reset) => {
@@ -1031,8 +1055,9 @@ async fn send_whole(respond: &mut SendResponse<Bytes>, status: StatusCode, body:
 
 /// Why a body was not read whole.
 enum BodyEnd {
-    /// Over the limit: `len` bytes (at least, if the body went on).
-    Oversize { len: u64, at_least: bool },
+    /// Over the limit: `len` bytes (at least, if the body went on), of
+    /// which `received` arrived (and were dropped).
+    Oversize { len: u64, at_least: bool, received: u64 },
     /// The client reset the stream.
     Reset,
 }
@@ -1044,7 +1069,7 @@ async fn read_body(body: &mut RecvStream, declared: Option<u64>, max: usize) -> 
     if let Some(len) = declared
         && len > max as u64
     {
-        return Err(BodyEnd::Oversize { len, at_least: false });
+        return Err(BodyEnd::Oversize { len, at_least: false, received: 0 });
     }
     let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
     while let Some(chunk) = body.data().await {
@@ -1052,11 +1077,22 @@ async fn read_body(body: &mut RecvStream, declared: Option<u64>, max: usize) -> 
         let _ = body.flow_control().release_capacity(chunk.len());
         let len = bytes.len() + chunk.len();
         if len > max {
-            return Err(BodyEnd::Oversize { len: len as u64, at_least: !body.is_end_stream() });
+            return Err(BodyEnd::Oversize { len: len as u64, at_least: !body.is_end_stream(), received: len as u64 });
         }
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)
+}
+
+/// Reads the rest of a refused body to its end (or the stream's reset) and
+/// throws it away, giving the window back; the bytes read.
+async fn skip_body(body: &mut RecvStream) -> u64 {
+    let mut skipped = 0;
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
+        skipped += chunk.len() as u64;
+    }
+    skipped
 }
 
 /// Reads the dispatcher's output with the framer (its frames are at most

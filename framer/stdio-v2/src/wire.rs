@@ -262,43 +262,17 @@ pub fn decode_header_value(value: &str) -> Option<String> {
     }
 }
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// Standard Base64 with padding (RFC 4648), which the sentinel uses; a
+/// decoder that refuses missing or misplaced padding and any other
+/// alphabet.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 fn base64(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    base64::Engine::encode(&BASE64, bytes)
 }
 
 fn unbase64(text: &str) -> Option<Vec<u8>> {
-    let text = text.as_bytes();
-    if !text.len().is_multiple_of(4) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    for (index, chunk) in text.chunks(4).enumerate() {
-        let last = index + 1 == text.len() / 4;
-        let pad = chunk.iter().rev().take_while(|&&b| b == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return None;
-        }
-        let mut n = 0u32;
-        for (i, &b) in chunk[..4 - pad].iter().enumerate() {
-            let v = ALPHABET.iter().position(|&a| a == b)? as u32;
-            n |= v << (18 - 6 * i);
-        }
-        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
-    }
-    Some(out)
+    base64::Engine::decode(&BASE64, text).ok()
 }
 
 /// One event of an event stream carrying `message` (one JSON text with no

@@ -240,7 +240,10 @@ pub enum OverloadPolicy {
 /// last of them is dropped, since that is when their buffer is freed. A
 /// clone is the application's own copy and does not count. So the memory a
 /// stalled application makes the host hold is bounded by the larger of
-/// `max_queued_bytes` and one message.
+/// `max_queued_bytes` and one message. (A batch's buffer then goes back to
+/// the reader for a later read, emptied: the reader keeps at most two
+/// buffers and two item vectors, at most [`Config::retain`](mcp_framer::Config::retain)
+/// bytes in all, outside this bound; see [`Reader`](super::Reader).)
 ///
 /// **What is never refused: a response owed.** On a
 /// [`Connection`](super::Connection), a request written with

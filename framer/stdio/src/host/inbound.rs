@@ -1,6 +1,7 @@
 //! What the reader hands over: owned messages ([`Received`]) and reports of
 //! what it skipped ([`SkippedFrame`]).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use super::config::DEFAULT_EXCERPT;
+use super::pool::Pool;
 use crate::bound::Held;
 use crate::head::Head;
 use crate::{Keep, Preview};
@@ -43,17 +45,35 @@ pub struct Received {
 
 /// The buffer a [`Received`] is a range of: one frame's copy, or the frames
 /// of one read, with the bytes they count against the queue's byte bound
-/// (given back when the last message of the buffer is dropped).
+/// (given back when the last message of the buffer is dropped). A batch's
+/// buffer then goes back to its reader's [`Pool`], emptied.
 #[derive(Debug)]
 pub(crate) struct Frames {
     bytes: Vec<u8>,
     _held: Option<Held>,
+    pool: Option<Arc<Pool<Inbound>>>,
 }
 
 impl Frames {
-    /// A shared buffer of frames, holding `held` until it is freed.
+    /// A buffer of frames, holding `held` until it is freed.
     pub(crate) fn new(bytes: Vec<u8>, held: Option<Held>) -> Arc<Frames> {
-        Arc::new(Frames { bytes, _held: held })
+        Arc::new(Frames { bytes, _held: held, pool: None })
+    }
+
+    /// A batch's buffer of frames, holding `held` until its last message is
+    /// dropped, when the buffer goes back to `pool`.
+    pub(crate) fn pooled(bytes: Vec<u8>, held: Held, pool: &Arc<Pool<Inbound>>) -> Arc<Frames> {
+        Arc::new(Frames { bytes, _held: Some(held), pool: Some(Arc::clone(pool)) })
+    }
+}
+
+impl Drop for Frames {
+    fn drop(&mut self) {
+        // Before `_held` is given back: by the time the bound has room again,
+        // the buffer is in the pool (or freed).
+        if let Some(pool) = &self.pool {
+            pool.give_buffer(std::mem::take(&mut self.bytes));
+        }
     }
 }
 
@@ -263,7 +283,7 @@ pub const ITEM_OVERHEAD: usize = std::mem::size_of::<Inbound>();
 /// or many at a time ([`InboundQueue::recv_many`]).
 pub fn inbound_channel() -> (InboundSender, InboundQueue) {
     let (tx, rx) = mpsc::unbounded_channel();
-    (InboundSender(tx), InboundQueue { rx, current: Vec::new().into_iter(), held: None })
+    (InboundSender(tx), InboundQueue { rx, current: VecDeque::new(), held: None, pool: None })
 }
 
 /// The reader's end of an [`inbound_channel`]: give it to
@@ -273,13 +293,15 @@ pub struct InboundSender(pub(crate) mpsc::UnboundedSender<Box<Sent>>);
 
 /// What one queue operation carries: items in order, and the bytes they
 /// hold in the bound that no message of theirs holds (reports), given back
-/// once the application has taken the last of them. Sent boxed: a channel
+/// once the application has taken the last of them; a batch's item vector
+/// then goes back, emptied, to the `pool` it names. Sent boxed: a channel
 /// keeps a block of 32 slots per connection, idle or not, so a slot is a
 /// pointer rather than the batch.
 #[derive(Debug)]
 pub(crate) struct Sent {
     pub(crate) items: Vec<Inbound>,
     pub(crate) held: Option<Held>,
+    pub(crate) pool: Option<Arc<Pool<Inbound>>>,
 }
 
 /// The application's end of an [`inbound_channel`]: server requests,
@@ -290,30 +312,37 @@ pub(crate) struct Sent {
 pub struct InboundQueue {
     rx: mpsc::UnboundedReceiver<Box<Sent>>,
     /// The rest of the batch being taken.
-    current: std::vec::IntoIter<Inbound>,
+    current: VecDeque<Inbound>,
     /// The bytes the batch being taken holds for its reports.
     held: Option<Held>,
+    /// Where the batch's item vector goes once it is all taken.
+    pool: Option<Arc<Pool<Inbound>>>,
 }
 
 impl InboundQueue {
     /// The next item of the batch being taken; once it is all taken, its
-    /// reports' bytes go back to the bound.
+    /// reports' bytes go back to the bound and its item vector to the
+    /// reader's pool (the queue keeps none: an idle connection's queue holds
+    /// no vector).
     #[inline]
     fn next_taken(&mut self) -> Option<Inbound> {
-        let item = self.current.next();
-        if self.current.len() == 0 {
-            // The batch is all taken: its reports' bytes go back, and so
-            // does its buffer (an idle connection holds none).
+        let item = self.current.pop_front();
+        if self.current.is_empty() {
             self.held = None;
-            self.current = Vec::new().into_iter();
+            let items = std::mem::take(&mut self.current);
+            if let Some(pool) = self.pool.take() {
+                // Empty: no item moves.
+                pool.give_items(Vec::from(items));
+            }
         }
         item
     }
 
     /// Makes `sent` the batch being taken.
     fn start(&mut self, sent: Sent) {
-        self.current = sent.items.into_iter();
+        self.current = VecDeque::from(sent.items);
         self.held = sent.held;
+        self.pool = sent.pool;
     }
 
     /// The next item; `None` once the reader has stopped and every item was
@@ -473,7 +502,7 @@ mod tests {
         let sender = tokio::spawn(async move {
             for batch in 0..50u8 {
                 let items = (0..4).map(|i| note(batch * 4 + i)).collect();
-                tx.0.send(Box::new(Sent { items, held: None })).unwrap();
+                tx.0.send(Box::new(Sent { items, held: None, pool: None })).unwrap();
                 tokio::task::yield_now().await;
             }
         });

@@ -131,6 +131,7 @@ mod outgoing;
 mod overload;
 mod owed;
 mod pending;
+mod pool;
 mod reader;
 mod recover;
 mod session;

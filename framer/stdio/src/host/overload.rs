@@ -260,9 +260,9 @@ fn sent(mut item: Inbound, held: Option<Held>) -> Box<Sent> {
             if let Some(held) = held {
                 received.hold(held);
             }
-            Box::new(Sent { items: vec![item], held: None })
+            Box::new(Sent { items: vec![item], held: None, pool: None })
         }
-        Inbound::Skipped(_) => Box::new(Sent { items: vec![item], held }),
+        Inbound::Skipped(_) => Box::new(Sent { items: vec![item], held, pool: None }),
     }
 }
 

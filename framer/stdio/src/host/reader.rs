@@ -8,6 +8,7 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::task::JoinHandle;
 
 use super::config::{NO_CONSUMER_MESSAGE, OVERLOADED_MESSAGE, SessionConfig};
@@ -17,6 +18,7 @@ use super::metrics::Metrics;
 use super::outgoing;
 use super::overload::{Dispatch, Verdict};
 use super::owed::Owed;
+use super::pool::Pool;
 use super::recover::IdWatch;
 use super::writer::Writer;
 use crate::counter::bump;
@@ -130,6 +132,26 @@ pub struct ReaderReport {
 /// hand-off: a message taken from the queue, or a woken requester, is
 /// already counted (in `frames`, `stdout_bytes` and `delivered`).
 ///
+/// **Buffers come back.** When the application drops the last message of a
+/// batch, the batch's buffer goes back to the reader, emptied, and so does
+/// the batch's item vector once its last item is taken; a later read fills
+/// them again instead of allocating (an allocator that hands freed memory
+/// back to the system would otherwise make every read fault its pages in
+/// afresh). On a current-thread runtime, when none has come back by the time
+/// it has handed a batch over, the reader yields once, so that the
+/// application gets to drop what it has taken (no timer, no wait on the
+/// application). The reader keeps at most **two buffers and two item
+/// vectors, of at most [`Config::retain`] bytes of capacity in all** (512 KiB
+/// by default; an item vector counts its capacity times
+/// [`ITEM_OVERHEAD`](super::ITEM_OVERHEAD)), plus its own list of a read's
+/// items, at most 64 KiB: that is what an idle connection keeps besides the
+/// framer's storage; what does not fit is freed. A kept buffer holds no
+/// message and counts against no bound: the queue's byte bound counts the
+/// frames of the messages alive and lets a batch's bytes go when its last
+/// message is dropped, so the memory a stalled application makes the host
+/// hold is that bound (or one message), plus the framer's buffer (at most
+/// the limit plus one read), plus what the reader keeps.
+///
 /// A [`Connection`](super::Connection) runs one on the child's stdout. It can
 /// also run on any [`AsyncRead`], which is how benchmarks measure the host's
 /// read path:
@@ -171,6 +193,12 @@ pub struct Reader {
     discard_base: Option<u64>,
     /// What the current read queues, handed over at its end.
     batch: Batch,
+    /// Where the buffers and item vectors of the batches it handed over come
+    /// back to once the application is done with them.
+    pool: Arc<Pool<Inbound>>,
+    /// Whether it runs on a current-thread runtime, where the application
+    /// gets to drop what it took only when the reader yields.
+    one_thread: bool,
 }
 
 /// The messages and reports of one read, in order, their frames copied into
@@ -178,10 +206,15 @@ pub struct Reader {
 #[derive(Debug, Default)]
 struct Batch {
     bytes: Vec<u8>,
+    /// Kept from read to read (emptied), up to [`KEEP_ITEMS`].
     items: Vec<Item>,
     /// How many items are messages.
     messages: usize,
 }
+
+/// The most capacity, in bytes, the reader's own list of a read's items
+/// keeps from one read to the next: one default read's worth (64 KiB).
+const KEEP_ITEMS: usize = mcp_framer::DEFAULT_READ_SIZE;
 
 #[derive(Debug)]
 enum Item {
@@ -205,9 +238,13 @@ impl Batch {
     /// Copies `frame` in and keeps the routing fields of its `message`;
     /// `hint`: the bytes the read left in the framer, to size the buffer once.
     /// `owed`: the message is a response owed to the application.
-    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize, owed: bool) {
+    /// The buffer is the first one in `pool`, or a fresh one.
+    fn push(&mut self, frame: &[u8], message: &Message<'_>, hint: usize, owed: bool, pool: &Pool<Inbound>) {
         if self.bytes.capacity() == 0 {
-            self.bytes.reserve(hint.max(frame.len()));
+            self.bytes = pool.take_buffer().unwrap_or_default();
+            // Exact: a pooled buffer grows only when a read needs more than
+            // it ever did, so it soon needs no more growing.
+            self.bytes.reserve_exact(hint.max(frame.len()));
         }
         let head = Head::new(self.bytes.len(), frame, message);
         self.bytes.extend_from_slice(frame);
@@ -246,6 +283,8 @@ impl Reader {
             ids: IdWatch::default(),
             discard_base: None,
             batch: Batch::default(),
+            pool: Arc::new(Pool::new(config.framer.retain)),
+            one_thread: false,
         }
     }
 
@@ -277,6 +316,8 @@ impl Reader {
     /// Reads `stdout` until end of file, a read error, or a fatal condition
     /// (an oversize frame under `Fail`, an overload under `EndSession`).
     pub async fn run<R: AsyncRead + Unpin>(mut self, mut stdout: R) -> ReaderReport {
+        self.one_thread =
+            Handle::try_current().is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::CurrentThread);
         let mut framer = Framer::new(self.framer);
         // Each read takes at most this much: a line grows by at most one read
         // at a time, so its head is kept before the read that may push it over
@@ -357,7 +398,7 @@ impl Reader {
                     let owed = response && self.is_owed(message.id());
                     let large = frame.len() > take_above;
                     if !routed && !large {
-                        self.batch.push(frame, &message, hint, owed);
+                        self.batch.push(frame, &message, hint, owed, &self.pool);
                         continue;
                     }
                     let (len, head) = (frame.len(), Head::new(0, frame, &message));
@@ -444,32 +485,50 @@ impl Reader {
             return Ok(());
         }
         self.publish(framer);
-        let Batch { bytes, items, messages } = std::mem::take(&mut self.batch);
+        let (bytes, messages) = (std::mem::take(&mut self.batch.bytes), std::mem::take(&mut self.batch.messages));
+        let mut items = std::mem::take(&mut self.batch.items);
+        let result = self.hand_over(bytes, &mut items, messages).await;
+        if items.capacity() * size_of::<Item>() <= KEEP_ITEMS {
+            self.batch.items = items;
+        }
+        result
+    }
+
+    /// [`flush`](Reader::flush) of a batch of `items`, `messages` of them
+    /// messages whose frames are in `bytes`; leaves `items` empty.
+    async fn hand_over(&mut self, bytes: Vec<u8>, items: &mut Vec<Item>, messages: usize) -> Result<(), ReaderEnd> {
         if !self.dispatch.is_closed()
             && let Some(held) = self.dispatch.reserve_batch(items.len(), bytes.len())
         {
+            let mut queued = self.pool.take_items().unwrap_or_default();
+            queued.reserve_exact(items.len());
             // The messages' shared buffer holds the batch's bytes; a batch of
             // reports only holds them until taken.
-            let (items, held) = if messages == 0 {
-                (items.into_iter().map(Item::into_report).collect(), Some(held))
+            let held = if messages == 0 {
+                queued.extend(items.drain(..).map(Item::into_report));
+                self.pool.give_buffer(bytes);
+                Some(held)
             } else {
-                let frames = Frames::new(bytes, Some(held));
-                let items = items
-                    .into_iter()
-                    .map(|item| match item {
-                        Item::Message(head) | Item::Owed(head) => inbound(Received::in_frames(&frames, head)),
-                        Item::Skipped(skipped) => Inbound::Skipped(skipped),
-                    })
-                    .collect();
-                (items, None)
+                let frames = Frames::pooled(bytes, held, &self.pool);
+                queued.extend(items.drain(..).map(|item| match item {
+                    Item::Message(head) | Item::Owed(head) => inbound(Received::in_frames(&frames, head)),
+                    Item::Skipped(skipped) => Inbound::Skipped(skipped),
+                }));
+                None
             };
-            match self.dispatch.send_batch(Box::new(Sent { items, held }), messages as u64) {
-                Ok(()) => self.dispatch.after_delivery().await,
+            let sent = Box::new(Sent { items: queued, held, pool: Some(Arc::clone(&self.pool)) });
+            match self.dispatch.send_batch(sent, messages as u64) {
+                Ok(()) => {
+                    self.dispatch.after_delivery().await;
+                    if self.one_thread && self.pool.lacks_buffer() {
+                        tokio::task::yield_now().await;
+                    }
+                }
                 Err(sent) => sent.items.into_iter().for_each(|item| self.unconsumed(item)),
             }
             return Ok(());
         }
-        for item in items {
+        for item in items.drain(..) {
             match item {
                 Item::Message(head) => self.deliver_one(inbound(Received::copied_out(&bytes, head))).await?,
                 Item::Owed(head) => self.deliver_owed(inbound(Received::copied_out(&bytes, head))).await,
@@ -478,6 +537,7 @@ impl Reader {
                 }
             }
         }
+        self.pool.give_buffer(bytes);
         Ok(())
     }
 
@@ -580,6 +640,7 @@ mod tests {
 
     use super::*;
     use crate::host::pending::Pending;
+    use crate::host::pool::SPARES;
     use crate::host::{Overload, OverloadPolicy};
     use mcp_framer::OversizePolicy;
 
@@ -653,6 +714,145 @@ mod tests {
         }
         assert_eq!(metrics.snapshot().delivered, 3);
         assert!(rx.try_recv().is_err());
+    }
+
+    /// Where the buffer of `item`'s frame starts, if `item` is the first
+    /// message of its batch.
+    fn frame_at(item: &Inbound) -> *const u8 {
+        match item {
+            Inbound::Notification(received) => received.frame().as_ptr(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Takes `n` items, however many batches they come in.
+    async fn take(rx: &mut crate::host::InboundQueue, n: usize) -> Vec<Inbound> {
+        let mut items = Vec::new();
+        while items.len() < n {
+            let left = n - items.len();
+            assert!(rx.recv_many(&mut items, left).await > 0, "the reader ended early");
+        }
+        items
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batchs_buffer_and_item_vector_come_back_for_a_later_read() {
+        use tokio::io::AsyncWriteExt as _;
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#;
+        let three = format!("{note}\n{note}\n{note}\n");
+        tokio::time::timeout(Duration::from_secs(60), async {
+            for _ in 0..20 {
+                let (tx, mut rx) = crate::host::inbound_channel();
+                let reader = Reader::new(&SessionConfig::default(), tx);
+                let pool = Arc::clone(&reader.pool);
+                let (mut server, stdout) = tokio::io::duplex(1 << 16);
+                let reader = tokio::spawn(reader.run(stdout));
+                // One write, one read, one batch.
+                server.write_all(three.as_bytes()).await.unwrap();
+                let first = take(&mut rx, 3).await;
+                let at = frame_at(&first[0]);
+                assert_eq!(pool.kept().0, 0, "the buffer is held while a message of it lives");
+                let items_at = pool.items_at();
+                assert_eq!(items_at.len(), 1, "the item vector came back once its last item was taken");
+                drop(first);
+                assert_eq!(pool.kept().0, 1, "the buffer came back with the last message dropped");
+                server.write_all(three.as_bytes()).await.unwrap();
+                let second = take(&mut rx, 3).await;
+                assert_eq!(frame_at(&second[0]), at, "the next read filled the same buffer");
+                assert_eq!(pool.items_at(), items_at, "and handed its items over in the same vector");
+                drop(second);
+                drop(server);
+                assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+                assert!(rx.recv().await.is_none());
+            }
+        })
+        .await
+        .expect("watchdog");
+    }
+
+    /// On one thread the application runs only when the reader yields: the
+    /// reader lends it a turn when no buffer has come back, so a consumer
+    /// that drops what it takes keeps it within its pooled buffers even when
+    /// twenty reads are ready at once.
+    #[tokio::test(flavor = "current_thread")]
+    async fn on_one_thread_a_consumer_that_keeps_up_gets_its_buffers_back_between_reads() {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#;
+        let notes = (20 * (64 << 10)) / (note.len() + 1);
+        let input = format!("{note}\n").repeat(notes);
+        tokio::time::timeout(Duration::from_secs(60), async {
+            let (tx, mut rx) = crate::host::inbound_channel();
+            let reader = Reader::new(&SessionConfig::default(), tx);
+            // Everything is there to read before the reader starts.
+            let (mut server, stdout) = tokio::io::duplex(input.len());
+            use tokio::io::AsyncWriteExt as _;
+            server.write_all(input.as_bytes()).await.unwrap();
+            drop(server);
+            let reader = tokio::spawn(reader.run(stdout));
+            // Frames of one batch lie end to end in its buffer; a frame that
+            // does not follow the one before starts a batch, at its buffer's
+            // start.
+            let (mut starts, mut next, mut taken) = (Vec::new(), std::ptr::null(), 0);
+            while let Some(item) = rx.recv().await {
+                let Inbound::Notification(received) = item else { panic!("{item:?}") };
+                let frame = received.frame().as_ptr_range();
+                if frame.start != next {
+                    starts.push(frame.start);
+                }
+                next = frame.end;
+                taken += 1;
+            }
+            assert_eq!(taken, notes);
+            assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+            // The first reads are small (the framer's storage grows), and a
+            // kept buffer too small for a read grows (it may move); the last
+            // twenty reads are full ones.
+            assert!(starts.len() >= 20, "{} batches", starts.len());
+            let last: std::collections::HashSet<_> = starts[starts.len() - 20..].iter().collect();
+            assert!(last.len() <= SPARES, "{} buffers for the last 20 batches", last.len());
+        })
+        .await
+        .expect("watchdog");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pool_keeps_two_buffers_and_two_item_vectors_within_retain_however_many_come_back() {
+        use tokio::io::AsyncWriteExt as _;
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#;
+        tokio::time::timeout(Duration::from_secs(60), async {
+            for retain in [1 << 20, 300] {
+                let mut config = SessionConfig::default();
+                config.framer.retain = retain;
+                let (tx, mut rx) = crate::host::inbound_channel();
+                let reader = Reader::new(&config, tx);
+                let (pool, metrics) = (Arc::clone(&reader.pool), reader.metrics());
+                let (mut server, stdout) = tokio::io::duplex(1 << 16);
+                let reader = tokio::spawn(reader.run(stdout));
+                // Ten batches of two messages, queued before any is taken,
+                // then all alive at once.
+                for batch in 1..=10 {
+                    server.write_all(format!("{note}\n{note}\n").as_bytes()).await.unwrap();
+                    while metrics.snapshot().delivered < 2 * batch {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                assert_eq!(pool.kept(), (0, 0, 0), "nothing came back: each batch took fresh storage");
+                let held = take(&mut rx, 20).await;
+                let (buffers, items, _) = pool.kept();
+                assert!(buffers == 0 && items <= SPARES, "{:?}", pool.kept());
+                drop(held);
+                let (buffers, items, bytes) = pool.kept();
+                assert!(buffers <= SPARES && items <= SPARES && bytes <= retain, "{:?}", pool.kept());
+                if retain > 1000 {
+                    assert_eq!((buffers, items), (SPARES, SPARES), "ten came back: two of each are kept");
+                } else {
+                    assert!(buffers + items < 2 * SPARES, "a retain of 300 bytes does not hold them all");
+                }
+                drop(server);
+                assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+            }
+        })
+        .await
+        .expect("watchdog");
     }
 
     #[tokio::test]
