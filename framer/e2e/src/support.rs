@@ -258,6 +258,145 @@ pub fn fast_probe_with<'a>(overrides: &[&'a str]) -> Vec<&'a str> {
     kept.copied().chain(overrides.iter().copied()).collect()
 }
 
+/// Helpers for the tests that run `mcp-probe` (`probe_cli`) as a process:
+/// the watchdog's kill and the report's schema check.
+#[cfg(unix)]
+pub mod probe {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use serde_json::Value;
+
+    use super::ChildWatchdog;
+
+    /// A fresh path in the temporary directory for a probe's JSON report.
+    pub fn temp_json(prefix: &str, label: &str) -> PathBuf {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        std::env::temp_dir().join(format!("{prefix}-{}-{n}-{label}.json", std::process::id()))
+    }
+
+    /// Runs `command` (a probe) to its end under a watchdog of `limit`
+    /// that kills it and its servers; panics, naming `what`, if it fired.
+    pub fn run_watched(mut command: Command, limit: Duration, what: &str) -> Output {
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn probe_cli");
+        let pid = child.id();
+        let watchdog = ChildWatchdog::arm(limit, what, move || kill_tree(pid));
+        let output = child.wait_with_output().expect("wait for probe_cli");
+        assert!(!watchdog.disarm(), "the probe hung: {what}");
+        output
+    }
+
+    /// What a probe run left: its exit code, its stdout and stderr as one
+    /// text, and the JSON report it wrote (if it wrote one).
+    #[derive(Debug)]
+    pub struct ProbeRun {
+        /// The exit code.
+        pub exit: Option<i32>,
+        /// stdout, then stderr.
+        pub text: String,
+        /// The `--json` report.
+        pub report: Option<Value>,
+    }
+
+    /// [`run_watched`], then reads (and removes) the report at `json`.
+    pub fn run_probe(command: Command, json: &Path, limit: Duration, what: &str) -> ProbeRun {
+        let output = run_watched(command, limit, what);
+        let text = format!(
+            "{}\n--- stderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report = std::fs::read(json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
+        let _ = std::fs::remove_file(json);
+        ProbeRun { exit: output.status.code(), text, report }
+    }
+
+    /// Kills the direct children of `pid` (the servers the probe started) and
+    /// then `pid` itself: the watchdog's action.
+    pub fn kill_tree(pid: u32) {
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for entry in entries.flatten() {
+                let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+                let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+                let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+                let child = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok());
+                if let (Some(ppid), Some(child)) = (ppid, child)
+                    && ppid == pid
+                    && let Some(child) = rustix::process::Pid::from_raw(child)
+                {
+                    let _ = rustix::process::kill_process_group(child, rustix::process::Signal::KILL);
+                }
+            }
+        }
+        if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+
+    /// Checks `value` against the subset of JSON Schema the report's schema
+    /// uses: type, enum, required, properties, additionalProperties: false,
+    /// items, minimum, maximum.
+    pub fn validate(schema: &Value, value: &Value, path: &str) {
+        if let Some(types) = schema.get("type") {
+            let types: Vec<&str> = match types {
+                Value::String(t) => vec![t.as_str()],
+                Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                _ => panic!("bad type in schema at {path}"),
+            };
+            let ok = types.iter().any(|t| match *t {
+                "object" => value.is_object(),
+                "array" => value.is_array(),
+                "string" => value.is_string(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "number" => value.is_number(),
+                "boolean" => value.is_boolean(),
+                "null" => value.is_null(),
+                other => panic!("unknown type {other} in schema at {path}"),
+            });
+            assert!(ok, "{path}: {value} is not {types:?}");
+        }
+        if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
+            assert!(allowed.contains(value), "{path}: {value} not in {allowed:?}");
+        }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+            assert!(value.as_f64().is_some_and(|v| v >= min), "{path}: {value} < {min}");
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+            assert!(value.as_f64().is_some_and(|v| v <= max), "{path}: {value} > {max}");
+        }
+        if let Some(object) = value.as_object() {
+            for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+                let key = key.as_str().expect("required names");
+                assert!(object.contains_key(key), "{path}: missing {key}");
+            }
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for (key, member) in object {
+                match properties.and_then(|p| p.get(key)) {
+                    Some(sub) => validate(sub, member, &format!("{path}.{key}")),
+                    None => assert_ne!(
+                        schema.get("additionalProperties"),
+                        Some(&Value::Bool(false)),
+                        "{path}: {key} is not in the schema"
+                    ),
+                }
+            }
+        }
+        if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+            for (i, item) in array.iter().enumerate() {
+                validate(items, item, &format!("{path}[{i}]"));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

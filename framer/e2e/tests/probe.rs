@@ -11,12 +11,10 @@
 
 #![cfg(unix)]
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::Duration;
 
-use mcp_framer_e2e::support::ChildWatchdog;
+use mcp_framer_e2e::support::probe::{ProbeRun, run_probe, run_watched, temp_json, validate};
 use serde_json::Value;
 
 /// Each probe run is well under this, even in a debug build on a loaded
@@ -92,49 +90,10 @@ impl Run {
     }
 }
 
-fn temp_json(label: &str) -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("mcp-probe-{}-{n}-{label}.json", std::process::id()))
-}
-
-/// Kills the direct children of `pid` (the servers the probe started) and
-/// then `pid` itself: the watchdog's action.
-fn kill_tree(pid: u32) {
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-            let Some((_, rest)) = stat.rsplit_once(')') else { continue };
-            let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-            let child = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok());
-            if let (Some(ppid), Some(child)) = (ppid, child)
-                && ppid == pid
-                && let Some(child) = rustix::process::Pid::from_raw(child)
-            {
-                let _ = rustix::process::kill_process_group(child, rustix::process::Signal::KILL);
-            }
-        }
-    }
-    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-    }
-}
-
-/// Runs `command` (a probe) to its end under the watchdog.
-fn run_watched(mut command: Command, what: &str) -> std::process::Output {
-    let child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn probe_cli");
-    let pid = child.id();
-    let watchdog = ChildWatchdog::arm(WATCHDOG, what, move || kill_tree(pid));
-    let output = child.wait_with_output().expect("wait for probe_cli");
-    assert!(!watchdog.disarm(), "the probe hung: {what}");
-    output
-}
-
 /// Runs the probe with `FAST`, then `extra`, against the fixture with
 /// `fixture` switches.
 fn probe(extra: &[&str], fixture: &[&str]) -> Run {
-    let json = temp_json(fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
+    let json = temp_json("mcp-probe", fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
     // A flag in `extra` replaces FAST's.
     let fast = FAST.chunks(2).filter(|pair| !extra.contains(&pair[0])).flatten();
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
@@ -146,74 +105,12 @@ fn probe(extra: &[&str], fixture: &[&str]) -> Run {
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_probe_fixture"))
         .args(fixture);
-    let output = run_watched(command, &format!("mcp-probe {fixture:?}"));
-    let text = format!(
-        "{}\n--- stderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = std::fs::read(&json).ok().map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
-    let _ = std::fs::remove_file(&json);
-    Run { exit: output.status.code(), text, report }
+    let ProbeRun { exit, text, report } = run_probe(command, &json, WATCHDOG, &format!("mcp-probe {fixture:?}"));
+    Run { exit, text, report }
 }
 
 fn schema() -> Value {
     serde_json::from_str(include_str!("../../probe/report.schema.json")).expect("the schema is JSON")
-}
-
-/// Checks `value` against the subset of JSON Schema the report's schema
-/// uses: type, enum, required, properties, additionalProperties: false,
-/// items, minimum, maximum.
-fn validate(schema: &Value, value: &Value, path: &str) {
-    if let Some(types) = schema.get("type") {
-        let types: Vec<&str> = match types {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => panic!("bad type in schema at {path}"),
-        };
-        let ok = types.iter().any(|t| match *t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            other => panic!("unknown type {other} in schema at {path}"),
-        });
-        assert!(ok, "{path}: {value} is not {types:?}");
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        assert!(allowed.contains(value), "{path}: {value} not in {allowed:?}");
-    }
-    if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-        assert!(value.as_f64().is_some_and(|v| v >= min), "{path}: {value} < {min}");
-    }
-    if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-        assert!(value.as_f64().is_some_and(|v| v <= max), "{path}: {value} > {max}");
-    }
-    if let Some(object) = value.as_object() {
-        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
-            let key = key.as_str().expect("required names");
-            assert!(object.contains_key(key), "{path}: missing {key}");
-        }
-        let properties = schema.get("properties").and_then(Value::as_object);
-        for (key, member) in object {
-            match properties.and_then(|p| p.get(key)) {
-                Some(sub) => validate(sub, member, &format!("{path}.{key}")),
-                None => assert_ne!(
-                    schema.get("additionalProperties"),
-                    Some(&Value::Bool(false)),
-                    "{path}: {key} is not in the schema"
-                ),
-            }
-        }
-    }
-    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
-        for (i, item) in array.iter().enumerate() {
-            validate(items, item, &format!("{path}[{i}]"));
-        }
-    }
 }
 
 #[test]
@@ -226,7 +123,7 @@ fn the_well_behaved_fixture_passes_every_check() {
     assert_eq!(run.exit, Some(0), "{}", run.text);
     let report = run.report();
     validate(&schema(), report, "report");
-    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(2)));
+    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(3)));
     assert_eq!(report["summary"]["pass"], 9);
     assert_eq!(report["server_info"]["name"], "probe_fixture");
     // It serves both eras: the probe finds the modern one first.
@@ -460,10 +357,10 @@ fn outliving_stdin_fails_shutdown() {
 fn checks_without_their_tool_are_skipped_with_the_reason() {
     let run = probe(&["--only", "response-limits,backpressure,cancellation"], &[]);
     // FAST names the tools; a run without them must say why it skips.
-    let json = temp_json("no-tools");
+    let json = temp_json("mcp-probe", "no-tools");
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     command.args(["-q", "--only", "6,7,8", "--json"]).arg(&json).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
-    let output = run_watched(command, "mcp-probe without tools");
+    let output = run_watched(command, WATCHDOG, "mcp-probe without tools");
     assert_eq!(output.status.code(), Some(0));
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
     let _ = std::fs::remove_file(&json);
@@ -483,7 +380,7 @@ fn usage_errors_and_unstartable_servers_exit_with_2() {
     let status = |args: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
         command.args(args);
-        run_watched(command, "mcp-probe usage").status.code()
+        run_watched(command, WATCHDOG, "mcp-probe usage").status.code()
     };
     assert_eq!(status(&[]), Some(2), "no server command");
     assert_eq!(status(&["--only", "nine", "--", "true"]), Some(2), "unknown check");
@@ -497,7 +394,7 @@ fn usage_errors_and_unstartable_servers_exit_with_2() {
 fn probe_raw(args: &[&str]) -> (Option<i32>, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
     command.args(args).arg("--").arg(env!("CARGO_BIN_EXE_probe_fixture"));
-    let output = run_watched(command, &format!("mcp-probe {args:?}"));
+    let output = run_watched(command, WATCHDOG, &format!("mcp-probe {args:?}"));
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (output.status.code(), text(&output.stdout), text(&output.stderr))
 }

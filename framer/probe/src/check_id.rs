@@ -23,6 +23,12 @@ pub enum CheckId {
     Cancellation,
     /// 9: the server exits when stdin closes, leaving no process behind.
     Shutdown,
+    /// `stdio-v2` 1: the server speaks `stdio-v2` (the HTTP/2 handshake completes).
+    Selection,
+    /// `stdio-v2` 5: a request is answered while a large result streams.
+    HeadOfLine,
+    /// `stdio-v2` 7: the server's stderr is drained into a bounded tail.
+    Stderr,
 }
 
 impl CheckId {
@@ -39,9 +45,26 @@ impl CheckId {
         CheckId::Shutdown,
     ];
 
-    /// Its number, 1 to 9.
+    /// The checks of `--transport stdio-v2`, in order: the newline checks
+    /// that apply to an HTTP/2 session and three of its own. Numbered by
+    /// their place here in a `stdio-v2` report.
+    pub const STDIO_V2: [CheckId; 8] = [
+        CheckId::Selection,
+        CheckId::Handshake,
+        CheckId::BadInput,
+        CheckId::RequestSize,
+        CheckId::HeadOfLine,
+        CheckId::Cancellation,
+        CheckId::Stderr,
+        CheckId::Shutdown,
+    ];
+
+    /// Its number, 1 to 9: its place in [`ALL`](CheckId::ALL), or for the
+    /// three `stdio-v2`-only checks in [`STDIO_V2`](CheckId::STDIO_V2).
+    /// A number on the command line names a check of `ALL`.
     pub fn number(self) -> u8 {
-        Self::ALL.iter().position(|&c| c == self).map_or(0, |i| i as u8 + 1)
+        let place = |list: &[CheckId]| list.iter().position(|&c| c == self).map(|i| i as u8 + 1);
+        place(&Self::ALL).or_else(|| place(&Self::STDIO_V2)).unwrap_or(0)
     }
 
     /// Its name on the command line and in the report.
@@ -56,6 +79,9 @@ impl CheckId {
             CheckId::Backpressure => "backpressure",
             CheckId::Cancellation => "cancellation",
             CheckId::Shutdown => "shutdown",
+            CheckId::Selection => "selection",
+            CheckId::HeadOfLine => "head-of-line",
+            CheckId::Stderr => "stderr",
         }
     }
 
@@ -71,6 +97,9 @@ impl CheckId {
             CheckId::Backpressure => "backpressure",
             CheckId::Cancellation => "cancellation reaches the producer",
             CheckId::Shutdown => "shutdown",
+            CheckId::Selection => "transport selection",
+            CheckId::HeadOfLine => "no head-of-line blocking",
+            CheckId::Stderr => "stderr drained",
         }
     }
 
@@ -104,6 +133,15 @@ impl CheckId {
             CheckId::Shutdown => {
                 "MCP ends a stdio session by closing stdin; a server that outlives it (or leaves children) leaks a process per session"
             }
+            CheckId::Selection => {
+                "stdio-v2 is chosen by configuration, not negotiated: a host and a server that disagree must fail at once, saying so, not hang"
+            }
+            CheckId::HeadOfLine => {
+                "stdio-v2 exists so that one large result does not hold up every other answer; a server that serializes its streams keeps the newline transport's worst defect"
+            }
+            CheckId::Stderr => {
+                "stderr is a 64 KiB pipe too: a host that does not read it blocks a chatty server, and one that keeps all of it grows without bound"
+            }
         }
     }
 }
@@ -113,9 +151,36 @@ impl FromStr for CheckId {
 
     fn from_str(text: &str) -> Result<CheckId, String> {
         let text = text.trim();
-        CheckId::ALL.into_iter().find(|c| c.name() == text || c.number().to_string() == text).ok_or_else(|| {
-            let names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
-            format!("unknown check {text:?}; use a number 1-9 or one of {}", names.join(", "))
+        let by_number = CheckId::ALL.into_iter().find(|c| c.number().to_string() == text);
+        let by_name = CheckId::ALL.into_iter().chain(CheckId::STDIO_V2).find(|c| c.name() == text);
+        by_name.or(by_number).ok_or_else(|| {
+            let mut names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
+            names.extend(CheckId::STDIO_V2.iter().map(|c| c.name()).filter(|n| !names.contains(n)).collect::<Vec<_>>());
+            format!("unknown check {text:?}; use a number 1-9 (stdio) or one of {}", names.join(", "))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stdio_v2_checks_parse_by_name_and_numbers_stay_the_newline_ones() {
+        for (i, check) in CheckId::ALL.into_iter().enumerate() {
+            assert_eq!(check.number() as usize, i + 1, "{check:?}");
+            assert_eq!((i + 1).to_string().parse::<CheckId>(), Ok(check));
+        }
+        assert_eq!(
+            [CheckId::Selection, CheckId::HeadOfLine, CheckId::Stderr].map(CheckId::number),
+            [1, 5, 7],
+            "the v2-only checks are numbered by their place in STDIO_V2"
+        );
+        for check in CheckId::STDIO_V2 {
+            assert_eq!(check.name().parse::<CheckId>(), Ok(check));
+        }
+        assert!("9".parse::<CheckId>().is_ok() && "10".parse::<CheckId>().is_err());
+        let unknown = "nope".parse::<CheckId>().unwrap_err();
+        assert!(unknown.contains("head-of-line") && unknown.contains("framing"), "{unknown}");
     }
 }

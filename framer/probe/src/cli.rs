@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::check_id::CheckId;
-use crate::options::{FailOn, Limits, Options, ToolSpec, parse_duration, parse_size, parse_tool};
+use crate::options::{FailOn, Limits, Options, ToolSpec, Transport, parse_duration, parse_size, parse_tool};
 
 /// Check an MCP stdio server against the transport's release criteria.
 ///
@@ -21,6 +21,8 @@ use crate::options::{FailOn, Limits, Options, ToolSpec, parse_duration, parse_si
 #[command(name = "mcp-probe", version, about, long_about = None)]
 #[command(after_help = "Checks: 1 stdout-hygiene, 2 handshake, 3 bad-input, 4 request-size, 5 framing, \
 6 response-limits, 7 backpressure, 8 cancellation, 9 shutdown.\n\
+With --transport stdio-v2 (select by name): selection, handshake, bad-input, request-size, head-of-line, \
+cancellation, stderr, shutdown.\n\
 Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
 Example: mcp-probe --large 'dump {\"bytes\":4000000}' --slow 'count {\"seconds\":10}' -- python server.py")]
 pub struct Cli {
@@ -35,7 +37,11 @@ pub struct Cli {
     /// to `initialize`; `modern` and `legacy` use that era only.
     #[arg(long, default_value = "auto", value_parser = parse_era, value_name = "auto|modern|legacy")]
     pub(crate) era: EraArg,
-    /// Write the report as JSON (schema `mcp-probe-report`, version 2) to FILE.
+    /// The transport: `stdio` (newline-delimited JSON-RPC) or the
+    /// experimental `stdio-v2` (HTTP/2 with prior knowledge on stdin and stdout).
+    #[arg(long, default_value = "stdio", value_name = "stdio|stdio-v2")]
+    pub(crate) transport: Transport,
+    /// Write the report as JSON (schema `mcp-probe-report`, version 3) to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
     /// Run only these checks (names or numbers, comma-separated).
@@ -50,6 +56,9 @@ pub struct Cli {
     /// A tool that runs for a while, ideally sending progress (checks 8 and 9): its name, then its JSON arguments.
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
     pub(crate) slow: Option<ToolSpec>,
+    /// A tool that writes to its stderr (stdio-v2's stderr check): its name, then its JSON arguments.
+    #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
+    pub(crate) noisy: Option<ToolSpec>,
     /// The protocol version offered in `initialize` (legacy era).
     #[arg(long, default_value = mcp_framer_jsonrpc::protocol::NEWEST_LEGACY)]
     pub(crate) protocol_version: String,
@@ -183,6 +192,8 @@ impl Cli {
         options.skip = self.skip;
         options.large = self.large;
         options.slow = self.slow;
+        options.noisy = self.noisy;
+        options.transport = self.transport;
         options.protocol_version = self.protocol_version;
         options.era = self.era.0;
         options.fail_on = self.fail_on;
@@ -218,11 +229,16 @@ mod tests {
         let options = args.into_options();
         assert_eq!(options.limits, Limits::default());
         assert_eq!((options.fail_on, options.era), (FailOn::Fail, None));
+        assert_eq!(options.transport, Transport::Stdio, "stdio unless asked");
         assert_eq!(options.protocol_version, Options::new(vec![]).protocol_version);
         let warn = Cli::try_parse_from(["mcp-probe", "--fail-on", "warn", "--era", "modern", "--", "x"]).unwrap();
         assert_eq!(warn.fail_on, FailOn::Warn);
         assert_eq!(warn.era, EraArg(Some(mcp_framer_stdio::host::Era::Modern)));
         assert!(Cli::try_parse_from(["mcp-probe", "--fail-on", "never", "--", "x"]).is_err());
+        let v2 = Cli::try_parse_from(["mcp-probe", "--transport", "stdio-v2", "--only", "head-of-line", "--", "x"]);
+        let v2 = v2.unwrap().into_options();
+        assert_eq!((v2.transport, v2.only.as_slice()), (Transport::StdioV2, &[CheckId::HeadOfLine][..]));
+        assert!(Cli::try_parse_from(["mcp-probe", "--transport", "http", "--", "x"]).is_err());
     }
 
     #[test]

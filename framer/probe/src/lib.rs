@@ -16,6 +16,12 @@
 //! 2026-07-28 revision says: `server/discover` first, `initialize` on any
 //! error or timeout.
 //!
+//! `--transport stdio-v2` (**experimental**, [`Transport::StdioV2`]) probes
+//! a server speaking HTTP/2 on its stdin and stdout instead, over the
+//! `mcp-framer-stdio-v2` host client, with the eight checks of
+//! [`CheckId::STDIO_V2`] (selection, handshake, bad input, request size,
+//! head-of-line, cancellation, stderr, shutdown); see the README.
+//!
 //! The library's surface: [`run`] with [`Options`] (and their [`Limits`]),
 //! the [`Report`] with its [`Verdict`]s, [`list_tools`], and [`ProbeError`];
 //! [`Cli`] is the command line the `mcp-probe` binary parses into
@@ -47,13 +53,14 @@ mod raw;
 mod report;
 mod target;
 mod tools;
+mod v2;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use check_id::CheckId;
 pub use cli::Cli;
 pub use error::ProbeError;
-pub use options::{FailOn, Limits, Options, ToolSpec};
+pub use options::{FailOn, Limits, Options, ToolSpec, Transport};
 pub use processes::Leftover;
 pub use report::{CheckResult, Hint, Opening, Report, SCHEMA, SCHEMA_VERSION, Summary, Verdict};
 pub use tools::{ToolInfo, ToolList};
@@ -68,18 +75,30 @@ pub async fn run(options: Options) -> Result<Report, ProbeError> {
     let started = Instant::now();
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let target = target::Target::new(options);
-    if let Err(e) = tools::open_and_list(&target).await {
-        target.kill_all().await;
-        return Err(e);
-    }
-    target.kill_trees();
-    let checks = checks::run_all(&target).await;
+    let checks = match target.options.transport {
+        Transport::Stdio => {
+            if let Err(e) = tools::open_and_list(&target).await {
+                target.kill_all().await;
+                return Err(e);
+            }
+            target.kill_trees();
+            checks::run_all(&target).await
+        }
+        Transport::StdioV2 => match v2::run_all(&target).await {
+            Ok(checks) => checks,
+            Err(e) => {
+                target.kill_all().await;
+                return Err(e);
+            }
+        },
+    };
     let leftover_processes = target.kill_all().await;
     let server_info = target.server_info.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut report = Report {
         schema: report::SCHEMA,
         version: report::SCHEMA_VERSION,
         probe_version: env!("CARGO_PKG_VERSION"),
+        transport: target.options.transport.as_str(),
         server: target.options.command.clone(),
         server_info,
         opening: target.opened().map(|o| Opening {
@@ -106,7 +125,10 @@ pub async fn run(options: Options) -> Result<Report, ProbeError> {
 /// `--slow`.
 pub async fn list_tools(options: Options) -> Result<ToolList, ProbeError> {
     let target = target::Target::new(options);
-    let listed = tools::list(&target).await;
+    let listed = match target.options.transport {
+        Transport::Stdio => tools::list(&target).await,
+        Transport::StdioV2 => v2::list(&target).await,
+    };
     target.kill_all().await;
     listed
 }

@@ -41,6 +41,49 @@ impl std::str::FromStr for FailOn {
     }
 }
 
+/// The transport the server is probed over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Newline-delimited JSON-RPC on stdin and stdout (the default): the
+    /// nine checks of [`CheckId::ALL`].
+    #[default]
+    Stdio,
+    /// **Experimental** `stdio-v2`: HTTP/2 with prior knowledge on stdin and
+    /// stdout (`mcp_framer_stdio_v2`): the eight checks of
+    /// [`CheckId::STDIO_V2`].
+    StdioV2,
+}
+
+impl Transport {
+    /// `"stdio"` or `"stdio-v2"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::StdioV2 => "stdio-v2",
+        }
+    }
+
+    /// The checks run over this transport, in order.
+    pub fn checks(self) -> &'static [CheckId] {
+        match self {
+            Transport::Stdio => &CheckId::ALL,
+            Transport::StdioV2 => &CheckId::STDIO_V2,
+        }
+    }
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Transport, String> {
+        match text.trim() {
+            "stdio" => Ok(Transport::Stdio),
+            "stdio-v2" => Ok(Transport::StdioV2),
+            other => Err(format!("unknown transport {other:?}: use stdio or stdio-v2")),
+        }
+    }
+}
+
 /// Every time and size a check uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -130,6 +173,10 @@ pub struct Options {
     pub large: Option<ToolSpec>,
     /// A tool that runs for a while (checks 8 and 9).
     pub slow: Option<ToolSpec>,
+    /// A tool that writes to its stderr (`stdio-v2`'s stderr check).
+    pub noisy: Option<ToolSpec>,
+    /// The transport probed.
+    pub transport: Transport,
     /// The legacy protocol version offered in `initialize`.
     pub protocol_version: String,
     /// `None`: probe the era (`server/discover`, then `initialize`); `Some`:
@@ -152,6 +199,8 @@ impl Options {
             skip: Vec::new(),
             large: None,
             slow: None,
+            noisy: None,
+            transport: Transport::Stdio,
             protocol_version: mcp_framer_jsonrpc::protocol::NEWEST_LEGACY.to_owned(),
             era: None,
             fail_on: FailOn::Fail,

@@ -120,14 +120,29 @@ pub(crate) fn group_members(_groups: &[u32]) -> Vec<Leftover> {
     Vec::new()
 }
 
-/// Live (not zombie) processes whose process group is one of `groups`,
-/// read from `/proc`.
+/// A live (not zombie) process, read from `/proc/PID/stat`.
 #[cfg(unix)]
-pub(crate) fn group_members(groups: &[u32]) -> Vec<Leftover> {
+struct Proc {
+    pid: u32,
+    ppid: u32,
+    pgrp: u32,
+    comm: String,
+}
+
+#[cfg(unix)]
+impl Proc {
+    fn leftover(&self) -> Leftover {
+        Leftover { pid: self.pid, comm: self.comm.clone(), cmdline: cmdline(self.pid) }
+    }
+}
+
+/// Every live (not zombie) process, read from `/proc`.
+#[cfg(unix)]
+fn live_processes() -> Vec<Proc> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut left = Vec::new();
+    let mut live = Vec::new();
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
             continue;
@@ -140,13 +155,59 @@ pub(crate) fn group_members(groups: &[u32]) -> Vec<Leftover> {
             continue;
         };
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2).and_then(|p| p.parse::<u32>().ok())) else {
+        let number = |i: usize| fields.get(i).and_then(|p| p.parse::<u32>().ok());
+        let (Some(state), Some(ppid), Some(pgrp)) = (fields.first(), number(1), number(2)) else {
             continue;
         };
-        if *state != "Z" && groups.contains(&pgrp) {
+        if *state != "Z" {
             let comm = head.split_once('(').map(|(_, c)| c.to_owned()).unwrap_or_default();
-            left.push(Leftover { pid, comm, cmdline: cmdline(pid) });
+            live.push(Proc { pid, ppid, pgrp, comm });
         }
     }
-    left
+    live
+}
+
+/// Live (not zombie) processes whose process group is one of `groups`,
+/// read from `/proc`.
+#[cfg(unix)]
+pub(crate) fn group_members(groups: &[u32]) -> Vec<Leftover> {
+    live_processes().iter().filter(|p| groups.contains(&p.pgrp)).map(Proc::leftover).collect()
+}
+
+/// The live (not zombie) descendants of `root`, whatever their process
+/// group (a tool's child may lead a group of its own), read from `/proc`;
+/// `root` itself is not listed.
+#[cfg(unix)]
+pub(crate) fn descendants(root: u32) -> Vec<Leftover> {
+    let all = live_processes();
+    let mut tree = vec![root];
+    let mut found = Vec::new();
+    while let Some(parent) = tree.pop() {
+        for child in all.iter().filter(|p| p.ppid == parent) {
+            tree.push(child.pid);
+            found.push(child.leftover());
+        }
+    }
+    found
+}
+
+/// The descendants of `root` (none where `/proc` is not scanned).
+#[cfg(not(unix))]
+pub(crate) fn descendants(_root: u32) -> Vec<Leftover> {
+    Vec::new()
+}
+
+/// Whether process `pid` is alive (not a zombie), read from `/proc`.
+#[cfg(unix)]
+pub(crate) fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().next() != Some("Z")))
+        .unwrap_or(false)
+}
+
+/// Whether process `pid` is alive (never, where `/proc` is not scanned).
+#[cfg(not(unix))]
+pub(crate) fn alive(_pid: u32) -> bool {
+    false
 }

@@ -2,11 +2,13 @@
 //!
 //! The JSON form is the contract for tools: its schema is
 //! `report.schema.json` in this crate (`"schema": "mcp-probe-report"`,
-//! `"version": 2`). A new field may appear in a minor release; a field is
+//! `"version": 3`). A new field may appear in a minor release; a field is
 //! removed or changes meaning only with a new `version`. Version 2 added
 //! `opening`, `fail_on`, `hints`, each check's `behaviours` and each
 //! leftover's `cmdline`; `summary.exit_code` now follows `fail_on` (with
-//! the default `fail`, its meaning is version 1's).
+//! the default `fail`, its meaning is version 1's). Version 3 added
+//! `transport` (`"stdio"` or `"stdio-v2"`) and the `stdio-v2` checks'
+//! names.
 
 use std::fmt::{self, Write as _};
 
@@ -19,7 +21,7 @@ use crate::processes::{Leftover, SCANS_PROCESSES};
 /// The name of the report's JSON schema.
 pub const SCHEMA: &str = "mcp-probe-report";
 /// The version of the report's JSON schema.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -181,6 +183,8 @@ pub struct Report {
     pub version: u32,
     /// The probe's version.
     pub probe_version: &'static str,
+    /// The transport probed: `"stdio"` or `"stdio-v2"`.
+    pub transport: &'static str,
     /// The server command, as run.
     pub server: Vec<String>,
     /// The server's name and version (from `initialize` or
@@ -225,6 +229,9 @@ impl Report {
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "mcp-probe {} — server: {}", self.probe_version, self.server.join(" "));
+        if self.transport != "stdio" {
+            let _ = writeln!(out, "transport: {}", self.transport);
+        }
         if let Some(info) = &self.server_info {
             let _ = writeln!(out, "server info: {info}");
         }

@@ -261,6 +261,12 @@ impl Target {
         noise.stderr_bytes += session.metrics().stderr_bytes;
     }
 
+    /// Remembers a tree a `stdio-v2` client started (killed by its process
+    /// group at the end, like a host session's).
+    pub(crate) fn add_tree(&self, pid: u32) {
+        self.trees.add(pid, None);
+    }
+
     /// Kills every server tree started so far (they stay listed for
     /// [`kill_all`](Target::kill_all)).
     pub(crate) fn kill_trees(&self) {

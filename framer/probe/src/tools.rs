@@ -112,7 +112,7 @@ fn example_arguments(schema: Option<&Value>, large: bool) -> Value {
     Value::Object(args)
 }
 
-fn describe_tool(tool: &Value) -> Option<ToolInfo> {
+pub(crate) fn describe_tool(tool: &Value) -> Option<ToolInfo> {
     let name = tool.get("name")?.as_str()?.to_owned();
     let description = tool.get("description").and_then(Value::as_str).map(str::to_owned);
     let input_schema = tool.get("inputSchema").cloned();
@@ -138,19 +138,29 @@ pub(crate) async fn list_all(
     target: &Target,
     session: &mcp_framer_stdio::host::Session,
 ) -> Result<(Vec<Value>, bool), String> {
+    follow_pages(target.limits.max_pages, |params| async move {
+        let response = session.request("tools/list", &target.params(params)).await;
+        Ok(response.map_err(|e| format!("tools/list failed: {e}"))?.deserialize_payload().unwrap_or(Value::Null))
+    })
+    .await
+}
+
+/// Follows `tools/list`'s `nextCursor` through at most `max_pages` pages,
+/// each fetched by `page` (its params: `{"cursor": ...}` or null): every
+/// tool, and whether the list is complete.
+pub(crate) async fn follow_pages<F, Fut>(max_pages: u32, mut page: F) -> Result<(Vec<Value>, bool), String>
+where
+    F: FnMut(Value) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, String>>,
+{
     let mut cursor: Option<String> = None;
     let mut tools = Vec::new();
-    for _ in 0..target.limits.max_pages.max(1) {
+    for _ in 0..max_pages.max(1) {
         let params = match &cursor {
             Some(cursor) => json!({ "cursor": cursor }),
             None => Value::Null,
         };
-        let page: Value = session
-            .request("tools/list", &target.params(params))
-            .await
-            .map_err(|e| format!("tools/list failed: {e}"))?
-            .deserialize_payload()
-            .unwrap_or(Value::Null);
+        let page = page(params).await?;
         tools.extend(page.get("tools").and_then(Value::as_array).cloned().unwrap_or_default());
         match page.get("nextCursor").and_then(Value::as_str) {
             Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
@@ -209,10 +219,11 @@ pub(crate) fn schema_problems(schema: &Value, arguments: &Value) -> Vec<String> 
     problems
 }
 
-/// Checks `--large` and `--slow` against the listed tools.
-fn validate(target: &Target, tools: &[Value]) -> Result<(), ProbeError> {
+/// Checks `--large`, `--slow` and `--noisy` against the listed tools.
+pub(crate) fn validate(target: &Target, tools: &[Value]) -> Result<(), ProbeError> {
     let names: Vec<String> = tools.iter().filter_map(|t| t.get("name")?.as_str().map(str::to_owned)).collect();
-    for (option, spec) in [("--large", &target.options.large), ("--slow", &target.options.slow)] {
+    let options = &target.options;
+    for (option, spec) in [("--large", &options.large), ("--slow", &options.slow), ("--noisy", &options.noisy)] {
         let Some(spec) = spec else { continue };
         let Some(tool) = tools.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(spec.name.as_str()))
         else {

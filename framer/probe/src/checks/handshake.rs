@@ -14,6 +14,28 @@ use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::{Started, Target};
 
+/// The handshake result's `capabilities` (an object, FAIL otherwise) and
+/// `serverInfo` (with a name, WARN otherwise): for either transport.
+pub(crate) fn judge_identity(
+    result: &mut CheckResult,
+    method: &str,
+    capabilities: Option<&Value>,
+    server_info: Option<&Value>,
+) {
+    match capabilities.and_then(Value::as_object) {
+        Some(caps) => {
+            let names: Vec<&str> = caps.keys().map(String::as_str).collect();
+            result.measure("capabilities", json!(names));
+            result.info(format!("capabilities: {}", if names.is_empty() { "none".into() } else { names.join(", ") }));
+        }
+        None => result.note(Verdict::Fail, format!("the {method} result has no capabilities object")),
+    }
+    match server_info {
+        Some(info) if info.get("name").is_some_and(Value::is_string) => result.info(format!("serverInfo: {info}")),
+        _ => result.note(Verdict::Warn, format!("the {method} result has no serverInfo with a name")),
+    }
+}
+
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let limits = &target.limits;
     progress.step("server/discover, then initialize");
@@ -65,18 +87,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         result.info(format!("protocolVersion {version:?} (asked {offered:?}; a server may pick another it supports)"));
     }
     let capabilities = init.get("capabilities");
-    match capabilities.and_then(Value::as_object) {
-        Some(caps) => {
-            let names: Vec<&str> = caps.keys().map(String::as_str).collect();
-            result.measure("capabilities", json!(names));
-            result.info(format!("capabilities: {}", if names.is_empty() { "none".into() } else { names.join(", ") }));
-        }
-        None => result.note(Verdict::Fail, format!("the {method} result has no capabilities object")),
-    }
-    match opened.server_info() {
-        Some(info) if info.get("name").is_some_and(Value::is_string) => result.info(format!("serverInfo: {info}")),
-        _ => result.note(Verdict::Warn, format!("the {method} result has no serverInfo with a name")),
-    }
+    judge_identity(result, method, capabilities, opened.server_info());
     if opened.era == Era::Modern && init.get("resultType").and_then(Value::as_str) != Some("complete") {
         result.note(Verdict::Warn, "the DiscoverResult has no resultType \"complete\" (required from 2026-07-28)");
     }

@@ -6,9 +6,9 @@ mod backpressure;
 mod bad_input;
 mod cancellation;
 mod framing;
-mod handshake;
+pub(crate) mod handshake;
 mod hygiene;
-mod request_size;
+pub(crate) mod request_size;
 mod response_limits;
 mod shutdown;
 
@@ -86,5 +86,7 @@ async fn run_one(check: CheckId, target: &Target, progress: &Progress, result: &
         CheckId::Backpressure => backpressure::run(target, progress, result).await,
         CheckId::Cancellation => cancellation::run(target, progress, result).await,
         CheckId::Shutdown => shutdown::run(target, progress, result).await,
+        // `stdio-v2` only: not in `CheckId::ALL`, never run here.
+        CheckId::Selection | CheckId::HeadOfLine | CheckId::Stderr => {}
     }
 }

@@ -128,7 +128,7 @@ async fn start(target: &Target) -> Result<RawConn, String> {
 }
 
 /// `1024 B 0 ms, 2048 B 1 ms, ...`
-fn latencies(list: &[(usize, Duration)]) -> String {
+pub(crate) fn latencies(list: &[(usize, Duration)]) -> String {
     list.iter().map(|(size, took)| format!("{size} B {}", fmt_duration(*took))).collect::<Vec<_>>().join(", ")
 }
 
@@ -138,7 +138,7 @@ fn latencies(list: &[(usize, Duration)]) -> String {
 /// re-copies or re-scans its whole buffer on every read. (Linear readers
 /// on a loaded machine stay well under that; a quadratic one over 16× the
 /// size is at 16×.)
-fn superlinear(list: &[(usize, Duration)]) -> bool {
+pub(crate) fn superlinear(list: &[(usize, Duration)]) -> bool {
     let per_byte = |(size, took): &(usize, Duration)| took.as_secs_f64() / *size as f64;
     let (Some(reference), Some(largest)) = (list.iter().find(|(_, t)| *t >= Duration::from_millis(20)), list.last())
     else {
@@ -160,7 +160,7 @@ const SLACK: Duration = Duration::from_secs(2);
 
 /// How the answer times grew, and what that predicts for a larger request.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Growth {
+pub(crate) struct Growth {
     /// The time factor per doubling of the size, between the two largest
     /// answers: from 2 (linear) to 8 (cubic); a steeper or flatter
     /// measurement is clamped, noise being likelier than either.
@@ -171,14 +171,14 @@ struct Growth {
     expected: Duration,
     /// How long it may take before it is deaf: `expected` × [`MARGIN`] +
     /// [`SLACK`].
-    patience: Duration,
+    pub(crate) patience: Duration,
 }
 
 impl Growth {
     /// The prediction for a request of `size` bytes from the answers so
     /// far (`(size, time)`, sizes growing); `None` with fewer than two
     /// distinct sizes. Times under 1 ms count as 1 ms.
-    fn predict(answered: &[(usize, Duration)], size: usize) -> Option<Growth> {
+    pub(crate) fn predict(answered: &[(usize, Duration)], size: usize) -> Option<Growth> {
         let mut by_size: Vec<(usize, Duration)> = answered.to_vec();
         by_size.sort_by_key(|(s, _)| *s);
         by_size.dedup_by_key(|(s, _)| *s);
@@ -197,7 +197,7 @@ impl Growth {
 
     /// `its answers grew 3.3× per doubling (8388608 B in 665 ms): about
     /// 2.21 s expected for 16777216 B, 8.63 s allowed`
-    fn describe(&self, size: usize) -> String {
+    pub(crate) fn describe(&self, size: usize) -> String {
         format!(
             "its answers grew {:.1}× per doubling ({} B in {}): about {} expected for {size} B, {} allowed",
             self.per_doubling,
@@ -218,14 +218,14 @@ const MAX_PATIENCE: u32 = 4;
 /// the growth so far allows, at least `--step-timeout` and at most
 /// [`MAX_PATIENCE`] times it. Measured on the same machine as the answers,
 /// the wait scales with the machine's load as they do.
-fn doubling_wait(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
+pub(crate) fn doubling_wait(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
     let most = limits.step_timeout.saturating_mul(MAX_PATIENCE);
     Growth::predict(answered, size).map_or(limits.step_timeout, |g| g.patience.clamp(limits.step_timeout, most))
 }
 
 /// How long a request of `size` bytes is waited for: `--step-timeout`, or
 /// less where the growth so far says it is due sooner.
-fn wait_for(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
+pub(crate) fn wait_for(limits: &crate::options::Limits, answered: &[(usize, Duration)], size: usize) -> Duration {
     Growth::predict(answered, size).map_or(limits.step_timeout, |g| g.patience.min(limits.step_timeout))
 }
 

@@ -1,0 +1,390 @@
+//! `--transport stdio-v2` (**experimental**): the checks that apply to a
+//! server speaking HTTP/2 with prior knowledge on its stdin and stdout,
+//! over the `stdio-v2` host client ([`mcp_framer_stdio_v2::host::Client`]).
+//!
+//! Each check starts its own server (the root of a process tree of its
+//! own, listed with the others and killed at the end), runs under
+//! `--check-timeout`, and puts a deadline on every step: the spawn and the
+//! HTTP/2 handshake (`--init-timeout`), the MCP handshake (`--init-timeout`),
+//! every request (`--step-timeout`, or the check's own wait). The first
+//! check, `selection`, is the pre-flight too: when the server does not speak
+//! `stdio-v2` it FAILs with what the server wrote and every other check is
+//! SKIPped; when it does, its tools are listed and `--large`, `--slow` and
+//! `--noisy` are checked against them (an unknown tool is a
+//! [`ProbeError`], as with `stdio`).
+
+mod basic;
+mod request_size;
+mod streams;
+
+use std::time::{Duration, Instant};
+
+use mcp_framer_jsonrpc::protocol::{Era, META_SERVER_INFO, NEWEST, VERSIONS};
+use mcp_framer_stdio::host::with_meta;
+use mcp_framer_stdio_v2::host::{self, Client, HostConfig};
+use serde_json::{Value, json};
+
+use crate::check_id::CheckId;
+use crate::duration::fmt_duration;
+use crate::error::ProbeError;
+use crate::processes::{Leftover, descendants, group_members};
+use crate::progress::Progress;
+use crate::report::{CheckResult, Verdict};
+use crate::target::{Opened, Target};
+use crate::tools::ToolList;
+
+/// Bytes of the server's stderr each client keeps (its tail).
+pub(crate) const STDERR_TAIL: usize = 16 << 10;
+
+/// Added to `--init-timeout` around a spawn: the client's own startup
+/// deadline is `--init-timeout`; this one only guards it.
+const SPAWN_SLACK: Duration = Duration::from_secs(2);
+
+/// What the MCP handshake of a `stdio-v2` session found.
+#[derive(Clone, Debug)]
+pub(crate) struct V2Opened {
+    /// The era.
+    pub(crate) era: Era,
+    /// The protocol version in use.
+    pub(crate) version: String,
+    /// The versions the server offered.
+    pub(crate) offered: Vec<String>,
+    /// Why `server/discover` did not open the session, if it did not.
+    pub(crate) fallback: Option<String>,
+    /// The `_meta` of every modern request.
+    pub(crate) meta: Option<Value>,
+    /// The `DiscoverResult` or the `initialize` result.
+    pub(crate) result: Value,
+    /// How long the handshake took.
+    pub(crate) took: Duration,
+}
+
+impl V2Opened {
+    /// The request that opened the session.
+    pub(crate) fn method(&self) -> &'static str {
+        match self.era {
+            Era::Modern => "server/discover",
+            Era::Legacy => "initialize",
+        }
+    }
+
+    /// `serverInfo` (legacy) or `_meta["io.modelcontextprotocol/serverInfo"]` (modern).
+    pub(crate) fn server_info(&self) -> Option<&Value> {
+        self.result.get("serverInfo").or_else(|| self.result.get("_meta")?.get(META_SERVER_INFO))
+    }
+}
+
+/// An open `stdio-v2` session: the client, the server's pid (its process
+/// group) and what the handshake found.
+pub(crate) struct V2Session {
+    pub(crate) client: Client,
+    pub(crate) pid: Option<u32>,
+    pub(crate) opened: V2Opened,
+}
+
+impl V2Session {
+    /// `params` (an object or null) with the era's `_meta` merged in.
+    pub(crate) fn params(&self, params: Value) -> Value {
+        with_meta(params, self.opened.meta.as_ref())
+    }
+
+    /// The request that shows the server is alive: `ping` (legacy) or
+    /// `server/discover` (modern), and its params.
+    pub(crate) fn liveness(&self) -> (&'static str, Value) {
+        match self.opened.era {
+            Era::Modern => ("server/discover", self.params(Value::Null)),
+            Era::Legacy => ("ping", json!({})),
+        }
+    }
+
+    /// Sends the liveness request and waits at most `limit`; any answer
+    /// counts (a JSON-RPC error included). How long it took.
+    pub(crate) async fn ping(&self, limit: Duration) -> Result<Duration, String> {
+        let started = Instant::now();
+        let (method, params) = self.liveness();
+        match tokio::time::timeout(limit, self.client.request(method, &params)).await {
+            Ok(Ok(_) | Err(host::Error::Rpc { .. })) => Ok(started.elapsed()),
+            Ok(Err(e)) => Err(format!("{method}: {e}")),
+            Err(_) => Err(format!("{method} was not answered within {}", fmt_duration(limit))),
+        }
+    }
+
+    /// A `tools/call` request's params for `tool`, with a progress token
+    /// when given.
+    pub(crate) fn tool_params(&self, tool: &crate::options::ToolSpec, token: Option<&str>) -> Value {
+        let mut params = json!({ "name": tool.name, "arguments": tool.arguments });
+        if let Some(token) = token {
+            params["_meta"] = json!({ "progressToken": token });
+        }
+        self.params(params)
+    }
+
+    /// Notes the session's stderr volume and stops it (closes the
+    /// connection; its tree is killed).
+    pub(crate) async fn end(self, target: &Target) {
+        let stderr = self.client.counters().stderr_bytes;
+        target.noise.lock().unwrap_or_else(|e| e.into_inner()).stderr_bytes += stderr;
+        let ended = self.client.shutdown();
+        let _ = tokio::time::timeout(target.limits.exit_timeout * 3 + Duration::from_secs(1), ended).await;
+    }
+}
+
+/// The server's processes: its group's members and its descendants (a
+/// tool's child may lead a group of its own), the server itself left out.
+pub(crate) fn server_processes(pid: Option<u32>) -> Vec<Leftover> {
+    let Some(pid) = pid else { return Vec::new() };
+    let mut found = group_members(&[pid]);
+    for p in descendants(pid) {
+        if !found.iter().any(|f| f.pid == p.pid) {
+            found.push(p);
+        }
+    }
+    found.retain(|p| p.pid != pid);
+    found
+}
+
+/// The client's settings for the probe's limits.
+pub(crate) fn host_config(target: &Target) -> HostConfig {
+    let limits = &target.limits;
+    let mut config = HostConfig::default()
+        .with_max_receive(limits.max_frame)
+        .with_startup_timeout(limits.init_timeout)
+        .with_request_timeout(limits.step_timeout.max(limits.init_timeout) + limits.slow_start);
+    config.exit_grace = limits.exit_timeout;
+    config.stderr_tail = STDERR_TAIL;
+    if let Some(version) = VERSIONS.iter().find(|v| **v == target.options.protocol_version) {
+        config.protocol_version = version;
+    }
+    config
+}
+
+/// Spawns the server and completes the HTTP/2 handshake (no MCP request
+/// yet), within `--init-timeout`; its tree is listed for the end.
+pub(crate) async fn connect(target: &Target, config: HostConfig) -> Result<Client, host::Error> {
+    let limit = target.limits.init_timeout + SPAWN_SLACK;
+    let client = match tokio::time::timeout(limit, Client::spawn(target.command(), config)).await {
+        Ok(client) => client?,
+        Err(_) => {
+            return Err(host::Error::Startup {
+                reason: format!("no HTTP/2 session within {}", fmt_duration(limit)),
+                exit_status: None,
+                stderr_tail: String::new(),
+            });
+        }
+    };
+    if let Some(pid) = client.pid().await {
+        target.add_tree(pid);
+    }
+    Ok(client)
+}
+
+/// Spawns the server with `config` and opens an MCP session in the era
+/// found so far (the first one finds it).
+pub(crate) async fn open_with(target: &Target, config: HostConfig) -> Result<V2Session, String> {
+    let client = connect(target, config).await.map_err(|e| e.to_string())?;
+    let pid = client.pid().await;
+    let opened = handshake(target, &client).await?;
+    record(target, &opened);
+    Ok(V2Session { client, pid, opened })
+}
+
+/// [`open_with`] the default settings.
+pub(crate) async fn open(target: &Target) -> Result<V2Session, String> {
+    open_with(target, host_config(target)).await
+}
+
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// The newest modern version offered that is not newer than the probe's.
+fn choose(offered: &[String]) -> Option<String> {
+    offered.iter().filter(|v| Era::of(v) == Era::Modern && v.as_str() <= NEWEST).max().cloned()
+}
+
+/// `server/discover` (unless `--era legacy` or a legacy era was found),
+/// then `initialize` (+ `notifications/initialized`) on any error or
+/// timeout, each within `--init-timeout`.
+async fn handshake(target: &Target, client: &Client) -> Result<V2Opened, String> {
+    let limits = &target.limits;
+    let options = target.handshake_options();
+    let era = target.opened().map(|o| o.era).or(target.options.era);
+    let started = Instant::now();
+    let mut fallback = None;
+    if era != Some(Era::Legacy) {
+        let meta = options.modern_meta(NEWEST);
+        let params = json!({ "_meta": meta });
+        let asked = tokio::time::timeout(limits.init_timeout, client.request("server/discover", &params));
+        let why = match asked.await {
+            Ok(Ok(response)) => {
+                let result = response.result();
+                let offered = strings(result.get("supportedVersions"));
+                match choose(&offered) {
+                    Some(version) => {
+                        let meta = Some(options.modern_meta(&version));
+                        let took = started.elapsed();
+                        return Ok(V2Opened { era: Era::Modern, version, offered, fallback: None, meta, result, took });
+                    }
+                    None if offered.is_empty() => "server/discover was answered without supportedVersions".to_owned(),
+                    None => format!("server/discover offered no modern version the probe speaks: {offered:?}"),
+                }
+            }
+            Ok(Err(e @ host::Error::Closed(_))) => {
+                return Err(format!("the session ended during server/discover: {e}"));
+            }
+            Ok(Err(e)) => format!("server/discover failed: {e}"),
+            Err(_) => format!("server/discover was not answered within {}", fmt_duration(limits.init_timeout)),
+        };
+        if era == Some(Era::Modern) {
+            return Err(why);
+        }
+        fallback = Some(why);
+    }
+    let params = target.initialize_params();
+    let asked = tokio::time::timeout(limits.init_timeout, client.request("initialize", &params));
+    let result = match asked.await {
+        Ok(Ok(response)) => response.result(),
+        Ok(Err(e)) => return Err(format!("initialize failed: {e}")),
+        Err(_) => return Err(format!("initialize was not answered within {}", fmt_duration(limits.init_timeout))),
+    };
+    if !result.is_object() {
+        return Err(format!("the initialize result is not an object: {result}"));
+    }
+    let empty = json!({});
+    let notified = tokio::time::timeout(limits.step_timeout, client.notify("notifications/initialized", &empty));
+    match notified.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(format!("notifications/initialized was not accepted: {e}")),
+        Err(_) => {
+            return Err(format!("notifications/initialized got no 202 within {}", fmt_duration(limits.step_timeout)));
+        }
+    }
+    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_owned();
+    let took = started.elapsed();
+    Ok(V2Opened { era: Era::Legacy, offered: vec![version.clone()], version, fallback, meta: None, result, took })
+}
+
+/// The first handshake fixes the era of every later session and the
+/// report's `opening` and `server_info`.
+fn record(target: &Target, opened: &V2Opened) {
+    if let Some(info) = opened.server_info() {
+        target.server_info.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| info.clone());
+    }
+    target.opened.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| Opened {
+        era: opened.era,
+        version: opened.version.clone(),
+        offered: opened.offered.clone(),
+        fallback: opened.fallback.clone(),
+        meta: opened.meta.clone(),
+    });
+}
+
+/// Lists every tool (following `nextCursor` up to `--max-pages`, each page
+/// within `--step-timeout`); also says whether the list is complete.
+pub(crate) async fn list_all(target: &Target, session: &V2Session) -> Result<(Vec<Value>, bool), String> {
+    let limit = target.limits.step_timeout;
+    crate::tools::follow_pages(target.limits.max_pages, |params| async move {
+        let params = session.params(params);
+        match tokio::time::timeout(limit, session.client.request("tools/list", &params)).await {
+            Ok(Ok(response)) => Ok(response.result()),
+            Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+            Err(_) => Err(format!("tools/list was not answered within {}", fmt_duration(limit))),
+        }
+    })
+    .await
+}
+
+/// `--list-tools --transport stdio-v2`.
+pub(crate) async fn list(target: &Target) -> Result<ToolList, ProbeError> {
+    let session = open(target).await.map_err(ProbeError::NoTools)?;
+    let listed = list_all(target, &session).await;
+    let era = session.opened.era.as_str();
+    session.end(target).await;
+    let (tools, _) = listed.map_err(ProbeError::NoTools)?;
+    Ok(ToolList {
+        server: target.options.command.clone(),
+        era,
+        tools: tools.iter().filter_map(crate::tools::describe_tool).collect(),
+    })
+}
+
+/// Runs the selected `stdio-v2` checks in order ([`CheckId::STDIO_V2`]);
+/// deselected ones are SKIP, and so is every one after a failed selection.
+pub(crate) async fn run_all(target: &Target) -> Result<Vec<CheckResult>, ProbeError> {
+    match target.spawn_raw() {
+        Ok(conn) => drop(conn),
+        Err(e) => return Err(ProbeError::Spawn(e)),
+    }
+    target.kill_trees();
+    let limits = &target.limits;
+    let selected = |c: &CheckId| target.options.selected(*c);
+    let count = CheckId::STDIO_V2.iter().filter(|c| selected(c)).count();
+    let progress = Progress::new(count, target.options.quiet);
+    let mut results = Vec::new();
+    let mut index = 0;
+    let mut speaks_v2 = true;
+    for (place, check) in CheckId::STDIO_V2.into_iter().enumerate() {
+        let mut result = CheckResult::new(place as u8 + 1, check.name(), check.title(), check.why());
+        if !selected(&check) && check != CheckId::Selection {
+            result.skip("not selected (--only / --skip)");
+            results.push(result);
+            continue;
+        }
+        if !speaks_v2 {
+            result.skip("no stdio-v2 session: see the selection check");
+            results.push(result);
+            continue;
+        }
+        if selected(&check) {
+            progress.start(index, check);
+            index += 1;
+        }
+        let started = Instant::now();
+        let run = async {
+            match check {
+                CheckId::Selection => return basic::selection(target, &progress, &mut result).await,
+                CheckId::Handshake => basic::handshake(target, &progress, &mut result).await,
+                CheckId::BadInput => basic::bad_input(target, &progress, &mut result).await,
+                CheckId::RequestSize => request_size::run(target, &progress, &mut result).await,
+                CheckId::HeadOfLine => streams::head_of_line(target, &progress, &mut result).await,
+                CheckId::Cancellation => streams::cancellation(target, &progress, &mut result).await,
+                CheckId::Stderr => basic::stderr(target, &progress, &mut result).await,
+                CheckId::Shutdown => basic::shutdown(target, &progress, &mut result).await,
+                // The newline-only checks are not in STDIO_V2.
+                _ => {}
+            }
+            Ok(())
+        };
+        let outcome = tokio::time::timeout(limits.check_timeout, run).await;
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => result.note(
+                Verdict::Fail,
+                format!("the check did not finish within --check-timeout {}", fmt_duration(limits.check_timeout)),
+            ),
+        }
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        target.kill_trees();
+        if check == CheckId::Selection {
+            speaks_v2 = result.verdict != Verdict::Fail;
+            if !selected(&check) && speaks_v2 {
+                // The pre-flight ran; the check itself was not asked for (a
+                // failed selection is reported all the same: it is why every
+                // other check is skipped).
+                result = CheckResult::new(1, check.name(), check.title(), check.why());
+                result.skip("not selected (--only / --skip)");
+            } else {
+                progress.done(&result);
+            }
+        } else {
+            progress.done(&result);
+        }
+        results.push(result);
+    }
+    progress.finish();
+    Ok(results)
+}
