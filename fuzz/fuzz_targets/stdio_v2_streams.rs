@@ -11,7 +11,9 @@
 //!   limit is answered `413` with the transport's typed error (-32600), and
 //!   nothing over the limit is ever answered `200`;
 //! * a well-formed request under the limit, not reset, with a true or absent
-//!   `content-length`, is answered `200` with a JSON-RPC response for its id;
+//!   `content-length`, is answered `200` with a JSON-RPC response for its id,
+//!   or `503` with -32000 when the bodies arriving at once would take the
+//!   front's body budget (by default the limit) over;
 //! * a malformed body under the limit gets a `400` (never a `200`);
 //! * a reset stream gets nothing the client must wait for, and the session
 //!   survives it: after every stream, a last `ping` is answered;
@@ -218,6 +220,12 @@ fn check(what: &Expect, got: &Result<(u16, Vec<u8>), String>, case: &StreamCase)
             panic!("answered 200 where the stream was refused: {case:?} -> {}", String::from_utf8_lossy(body))
         }
         (Expect::NotOk, _) => {}
+        // The bodies arriving at once share the front's budget (by default
+        // the limit): a stream whose DATA would go over it is refused 503.
+        (Expect::TooLarge | Expect::Answered(_), Ok((503, body))) => {
+            let text = String::from_utf8_lossy(body);
+            assert!(text.contains("-32000"), "a 503 without the overloaded error: {text}");
+        }
         (Expect::TooLarge, Ok((413, body))) => {
             let text = String::from_utf8_lossy(body);
             assert!(text.contains("-32600"), "a 413 without the typed error: {text}");
@@ -260,11 +268,12 @@ fn run(case: Case) {
                     tokio::spawn(async move { run_stream(client, method, body, &owned).await }),
                 ));
             }
-            let mut too_large = 0;
+            let (mut too_large, mut busy) = (0, 0);
             for (expected, stream, task) in tasks {
                 let got = task.await.expect("a stream task panicked");
                 check(&expected, &got, stream);
                 too_large += u64::from(matches!(got, Ok((413, _))));
+                busy += u64::from(matches!(got, Ok((503, _))));
             }
 
             // The session survives: a last ping is answered.
@@ -277,6 +286,7 @@ fn run(case: Case) {
             driver.abort();
             let report = front.await.expect("the front panicked").expect("the front ended with an error");
             assert!(report.oversize_bodies >= too_large, "413s seen {too_large}, counted {}", report.oversize_bodies);
+            assert!(report.busy_bodies >= busy, "503s seen {busy}, counted {}", report.busy_bodies);
             assert!(report.streams >= 1, "{report:?}");
         })
         .await;

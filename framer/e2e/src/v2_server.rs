@@ -129,6 +129,8 @@ pub fn v2_json(report: &V2Report) -> Value {
         "bad_routes": report.bad_routes,
         "oversize_bodies": report.oversize_bodies,
         "oversize_bytes": report.oversize_bytes,
+        "busy_bodies": report.busy_bodies,
+        "busy_bytes": report.busy_bytes,
         "malformed_bodies": report.malformed_bodies,
         "header_mismatches": report.header_mismatches,
         "duplicate_ids": report.duplicate_ids,

@@ -31,6 +31,13 @@
 //!   fail the request instead of reading the answer); the session goes on.
 //!   Counted in [`V2Report::oversize_bodies`], their bytes read in
 //!   [`V2Report::oversize_bytes`].
+//! * **Memory for bodies.** The bodies arriving at once, over every stream,
+//!   hold at most [`V2Config::max_assembling`] bytes (by default the
+//!   transport limit: one request's worth, as on the newline transport); a
+//!   body whose next DATA frame would go over is answered `503` with -32000
+//!   at once and the rest of it is skipped; counted in
+//!   [`V2Report::busy_bodies`] and [`V2Report::busy_bytes`]. What HTTP/2
+//!   holds unread besides is bounded by the connection window.
 //! * **Bodies.** A body that is not one JSON-RPC request or notification is
 //!   answered `400` with the error the newline transport gives the same
 //!   line (-32700 / -32600, the id when it can be recovered); counted in
@@ -130,6 +137,15 @@ pub struct V2Config {
     /// Bytes of progress notifications that may wait for one stream's
     /// window; more are dropped and counted. Default 1 MiB.
     pub stream_backlog: usize,
+    /// Bytes of request bodies held at once while they arrive, over every
+    /// stream, until each is handed to the dispatcher. A body whose next
+    /// DATA frame would go over it is answered `503` with -32000 (server
+    /// overloaded) and the rest of it is read and thrown away; counted in
+    /// [`V2Report::busy_bodies`]. `None` (the default): the transport limit,
+    /// so that, as on the newline transport, what is held is one request's
+    /// worth of bytes (plus HTTP/2's unread window), however many streams
+    /// the client opens.
+    pub max_assembling: Option<usize>,
 }
 
 impl Default for V2Config {
@@ -140,6 +156,7 @@ impl Default for V2Config {
             connection_window: 16 << 20,
             max_concurrent_streams: 1024,
             stream_backlog: 1 << 20,
+            max_assembling: None,
         }
     }
 }
@@ -156,6 +173,13 @@ impl V2Config {
     #[must_use]
     pub fn with_stream_window(mut self, bytes: u32) -> V2Config {
         self.stream_window = bytes;
+        self
+    }
+
+    /// Sets [`V2Config::max_assembling`].
+    #[must_use]
+    pub fn with_max_assembling(mut self, bytes: usize) -> V2Config {
+        self.max_assembling = Some(bytes);
         self
     }
 
@@ -189,6 +213,11 @@ pub struct V2Report {
     /// The bytes of those bodies that arrived, read and thrown away (a
     /// refused `content-length` counts only what was then sent).
     pub oversize_bytes: u64,
+    /// Bodies refused `503` because the bodies arriving at once held
+    /// [`V2Config::max_assembling`] bytes.
+    pub busy_bodies: u64,
+    /// The bytes of those bodies that arrived, read and thrown away.
+    pub busy_bytes: u64,
     /// Bodies that were not one JSON-RPC request or notification (`400`).
     pub malformed_bodies: u64,
     /// Requests whose headers were missing or contradicted the body (`400`).
@@ -225,6 +254,8 @@ struct Counters {
     bad_routes: AtomicU64,
     oversize_bodies: AtomicU64,
     oversize_bytes: AtomicU64,
+    busy_bodies: AtomicU64,
+    busy_bytes: AtomicU64,
     malformed_bodies: AtomicU64,
     header_mismatches: AtomicU64,
     duplicate_ids: AtomicU64,
@@ -250,6 +281,8 @@ impl Counters {
             bad_routes: get(&self.bad_routes),
             oversize_bodies: get(&self.oversize_bodies),
             oversize_bytes: get(&self.oversize_bytes),
+            busy_bodies: get(&self.busy_bodies),
+            busy_bytes: get(&self.busy_bytes),
             malformed_bodies: get(&self.malformed_bodies),
             header_mismatches: get(&self.header_mismatches),
             duplicate_ids: get(&self.duplicate_ids),
@@ -364,6 +397,8 @@ where
     }));
     let front = Arc::new(Front {
         max_body: server_config.framer.max_frame,
+        assembling: AtomicUsize::new(0),
+        max_assembling: config.max_assembling.unwrap_or(server_config.framer.max_frame),
         backlog: config.stream_backlog,
         encoder: Encoder::unlimited(),
         dispatcher: tokio::sync::Mutex::new(Some(front_in)),
@@ -561,6 +596,9 @@ impl Routes {
 
 struct Front {
     max_body: usize,
+    /// Bytes of bodies being received now, over every stream.
+    assembling: AtomicUsize,
+    max_assembling: usize,
     backlog: usize,
     encoder: Encoder,
     dispatcher: tokio::sync::Mutex<Option<DuplexStream>>,
@@ -616,8 +654,25 @@ impl Front {
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let bytes = match read_body(&mut body, declared, self.max_body).await {
+        let mut held = Held { front: &self, bytes: 0 };
+        let bytes = match read_body(&mut body, declared, self.max_body, &mut held).await {
             Ok(bytes) => bytes,
+            Err(BodyEnd::Busy { received }) => {
+                bump(&self.counters.busy_bodies);
+                drop(held);
+                tracing::warn!(max = self.max_assembling, "request bodies arriving at once over the budget; refused");
+                let error = ErrorObject::new(
+                    mcp_framer_jsonrpc::OVERLOADED,
+                    format!(
+                        "server overloaded: the request bodies arriving at once hold {} bytes; send it again later",
+                        self.max_assembling
+                    ),
+                );
+                send_whole(&mut respond, StatusCode::SERVICE_UNAVAILABLE, self.error_body(None, &error)).await;
+                let skipped = received + skip_body(&mut body).await;
+                self.counters.busy_bytes.fetch_add(skipped, Ordering::Relaxed);
+                return;
+            }
             Err(BodyEnd::Oversize { len, at_least, received }) => {
                 bump(&self.counters.oversize_bodies);
                 tracing::warn!(len, at_least, max = self.max_body, "request body over the transport limit; refused");
@@ -673,6 +728,7 @@ impl Front {
             let method = method.to_owned();
             bump(&self.counters.notifications);
             let submitted = self.submit(bytes).await;
+            drop(held);
             if let Some(id) = cancelled {
                 // Dropping the slot ends the stream's wait: it is reset.
                 self.routes().remove(&id);
@@ -719,7 +775,9 @@ impl Front {
             None => {}
         }
         bump(&self.counters.requests);
-        if !self.submit(bytes).await {
+        let submitted = self.submit(bytes).await;
+        drop(held);
+        if !submitted {
             self.routes().remove(&id);
             let _ = respond.send_response(status_only(StatusCode::SERVICE_UNAVAILABLE), true);
             return;
@@ -1053,8 +1111,41 @@ async fn send_whole(respond: &mut SendResponse<Bytes>, status: StatusCode, body:
     }
 }
 
+/// A body's share of [`Front::max_assembling`], given back when dropped
+/// (once the body is in the dispatcher, or refused).
+struct Held<'f> {
+    front: &'f Front,
+    bytes: usize,
+}
+
+impl Held<'_> {
+    /// Takes `n` more bytes of the budget; false (nothing taken) if they do
+    /// not fit.
+    fn take(&mut self, n: usize) -> bool {
+        let budget = &self.front.assembling;
+        let fits = budget
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                now.checked_add(n).filter(|&after| after <= self.front.max_assembling)
+            })
+            .is_ok();
+        if fits {
+            self.bytes += n;
+        }
+        fits
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.front.assembling.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 /// Why a body was not read whole.
 enum BodyEnd {
+    /// The bodies arriving at once would go over the budget: `received`
+    /// bytes of this one had arrived (and were dropped).
+    Busy { received: u64 },
     /// Over the limit: `len` bytes (at least, if the body went on), of
     /// which `received` arrived (and were dropped).
     Oversize { len: u64, at_least: bool, received: u64 },
@@ -1063,9 +1154,15 @@ enum BodyEnd {
 }
 
 /// Reads a request body under `max` bytes, counting as DATA arrives and
-/// refusing a `content-length` over it before reading anything. Window is
+/// refusing a `content-length` over it before reading anything, each chunk
+/// taken from the connection's budget (`held`) before it is kept. Window is
 /// given back as the bytes are taken.
-async fn read_body(body: &mut RecvStream, declared: Option<u64>, max: usize) -> Result<Vec<u8>, BodyEnd> {
+async fn read_body(
+    body: &mut RecvStream,
+    declared: Option<u64>,
+    max: usize,
+    held: &mut Held<'_>,
+) -> Result<Vec<u8>, BodyEnd> {
     if let Some(len) = declared
         && len > max as u64
     {
@@ -1078,6 +1175,9 @@ async fn read_body(body: &mut RecvStream, declared: Option<u64>, max: usize) -> 
         let len = bytes.len() + chunk.len();
         if len > max {
             return Err(BodyEnd::Oversize { len: len as u64, at_least: !body.is_end_stream(), received: len as u64 });
+        }
+        if !held.take(chunk.len()) {
+            return Err(BodyEnd::Busy { received: len as u64 });
         }
         bytes.extend_from_slice(&chunk);
     }
