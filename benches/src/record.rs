@@ -273,21 +273,25 @@ fn short_commit(record: &Value) -> &str {
 /// The newest record in `dir` (the names start with the date, so the last
 /// in name order; a same-day record carries the time after it).
 pub fn latest(dir: &Path) -> Result<PathBuf, String> {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut names: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| (recorded_at(&p), p))
         .collect();
-    names.sort_by_key(|p| record_order(p));
-    names.pop().ok_or_else(|| format!("no record in {}", dir.display()))
+    names.sort();
+    names.pop().map(|(_, p)| p).ok_or_else(|| format!("no record in {}", dir.display()))
 }
 
-/// Sort key: the date, then a record without a time before one with it.
-fn record_order(path: &Path) -> (String, String) {
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
-    let (date, rest) = stem.split_at(stem.len().min(10));
-    let time = rest.rsplit('-').next().filter(|t| t.len() == 4 && t.bytes().all(|b| b.is_ascii_digit()));
-    (date.to_owned(), time.unwrap_or("").to_owned())
+/// Sort key: when the run ended, the record's own `date` (UTC, ISO 8601, so
+/// it sorts as text), not its file name, which names the machine too; an
+/// unreadable record sorts first.
+fn recorded_at(path: &Path) -> String {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|record| record["date"].as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn measure(record: &Value, bench: &str, measure: &str) -> Option<f64> {
@@ -445,12 +449,13 @@ fn scale_table(out: &mut String, record: &Value) {
 }
 
 /// The rows of the `stdio_v2` bench the README shows: (measure, size).
-const STDIO_V2_ROWS: [(&str, &str); 7] = [
+const STDIO_V2_ROWS: [(&str, &str); 8] = [
     ("results", "200 B"),
     ("results", "1 MiB"),
     ("server CPU", "200 B"),
     ("server CPU", "1 MiB"),
     ("ping beside a 64 MiB result", "ping"),
+    ("the 64 MiB result written when the ping was answered", "64 MiB"),
     ("round trip, one in flight", "ping"),
     ("host memory per idle session", "N = 50"),
 ];

@@ -80,15 +80,22 @@ fn splice_replaces_only_the_marked_section() {
 }
 
 #[test]
-fn latest_orders_by_date_then_time() {
+fn latest_is_the_record_whose_run_ended_last_whatever_its_name() {
     let dir = std::env::temp_dir().join(format!("mcp-records-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    for name in ["2026-11-30-cpu-2cpu.json", "2026-12-01-cpu-2cpu.json", "2026-12-01-cpu-2cpu-1130.json"] {
-        std::fs::write(dir.join(name), "{}").expect("write");
+    // Another machine's name sorts first; a record without a time in its
+    // name came from the same day: neither decides, the `date` does.
+    for (name, date) in [
+        ("2026-11-30-cpu-2cpu.json", "2026-11-30T23:59:00Z"),
+        ("2026-12-01-xeon-2cpu-0831.json", "2026-12-01T08:31:00Z"),
+        ("2026-12-01-amd-epyc-2cpu.json", "2026-12-01T12:05:00Z"),
+        ("2026-12-01-xeon-2cpu.json", "2026-12-01T07:00:00Z"),
+    ] {
+        std::fs::write(dir.join(name), format!(r#"{{"date": "{date}"}}"#)).expect("write");
     }
     let latest = record::latest(&dir).expect("a record");
     std::fs::remove_dir_all(&dir).expect("clean up");
-    assert_eq!(latest.file_name().and_then(|n| n.to_str()), Some("2026-12-01-cpu-2cpu-1130.json"));
+    assert_eq!(latest.file_name().and_then(|n| n.to_str()), Some("2026-12-01-amd-epyc-2cpu.json"));
 }
 
 /// What a change below `framer/` or `benches/` may touch without a fresh
