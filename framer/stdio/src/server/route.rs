@@ -188,8 +188,12 @@ impl Router<'_> {
             tracing::debug!("ignoring a malformed cancellation");
             return;
         };
-        let id = params.request_id.into_owned();
-        let reason = params.reason.as_deref().unwrap_or("");
+        self.cancel(params.request_id.into_owned(), params.reason.as_deref().unwrap_or(""));
+    }
+
+    /// Cancels request `id` (a `notifications/cancelled`, or a front's
+    /// cancellation of one of its requests), counted by the state it was in.
+    pub(crate) fn cancel(&mut self, id: OwnedId, reason: &str) {
         if self.initialize_id.as_ref() == Some(&id) {
             bump(&self.counters.cancel_ignored);
             tracing::info!(id = %id, "cancellation ignored: initialize cannot be cancelled");

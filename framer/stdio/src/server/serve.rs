@@ -8,9 +8,12 @@ use std::pin::pin;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use super::config::ServerConfig;
 use super::dispatch::Dispatcher;
+use super::messages::{self, Inlet, Messages, Outlet, read_messages};
 use super::replies::{self, Identity};
 use super::report::{Counters, ServeReport};
 use super::route::Router;
@@ -249,6 +252,49 @@ impl Server {
         let (input, output) = stdio::take()?;
         Ok(serve(&self, input, output, shutdown).await)
     }
+
+    /// Runs this dispatcher on the [message-level seam](super::Inlet): a
+    /// front hands it whole messages through the [`Inlet`] and takes the
+    /// frames it writes from the [`Outlet`]; the returned future serves
+    /// until the front [ends](Inlet::end) the input (or drops the
+    /// `Outlet`, or `shutdown` resolves) and returns the report. The
+    /// contract is [`Server::serve`]'s, with the seam's rules
+    /// ([`Inlet`]: keys, what is held, tags) in place of stdin's and
+    /// stdout's.
+    ///
+    /// ```
+    /// use mcp_framer_jsonrpc::OwnedId;
+    /// use mcp_framer_stdio::server::Server;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let (inlet, mut outlet, serving) = Server::new("demo", "1").serve_messages(std::future::pending());
+    /// let serving = tokio::spawn(serving);
+    /// // The client's id is 7; the front hands the request in under its own key, 1.
+    /// assert!(inlet.request(OwnedId::Number(1), br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#.to_vec()).await);
+    /// let frame = outlet.next().await.unwrap();
+    /// assert_eq!(frame.bytes(), b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+    /// drop(frame); // gives its bytes back to the budget
+    /// inlet.end();
+    /// assert!(outlet.next().await.is_none());
+    /// assert_eq!(serving.await.unwrap().requests, 1);
+    /// # });
+    /// ```
+    pub fn serve_messages<S>(self, shutdown: S) -> (Inlet, Outlet, impl Future<Output = ServeReport> + Send + 'static)
+    where
+        S: Future<Output = i32> + Send + 'static,
+    {
+        let config = self.config;
+        let counters = Arc::new(Counters::default());
+        let (outbox, inbox) =
+            Outbox::new(config.writer_queue_bytes, config.control_queue_bytes, config.max_send, Arc::clone(&counters));
+        let (inlet, messages) = messages::inlet(config.framer.max_frame);
+        let (outlet, flushed) = messages::outlet(inbox);
+        let serving = async move {
+            let io = Io { input: Input::<tokio::io::Empty>::Messages(messages), writer: Writer::Front(flushed) };
+            serve_on(&self, io, outbox, counters, shutdown).await
+        };
+        (inlet, outlet, serving)
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -261,6 +307,25 @@ impl std::fmt::Debug for Server {
             .field("config", &self.config)
             .finish()
     }
+}
+
+/// Where the dispatcher reads and writes: stdin and stdout, or a front's
+/// [message seam](super::messages).
+struct Io<R> {
+    input: Input<R>,
+    writer: Writer,
+}
+
+enum Input<R> {
+    Stdin(R),
+    Messages(Messages),
+}
+
+enum Writer {
+    /// The task that writes stdout.
+    Task(JoinHandle<io::Result<()>>),
+    /// A front's [`Outlet`]: told once every frame was taken.
+    Front(oneshot::Receiver<()>),
 }
 
 /// Serves `input` / `output` until `input` ends or `shutdown` resolves (to
@@ -276,7 +341,19 @@ where
     let counters = Arc::new(Counters::default());
     let (outbox, inbox) =
         Outbox::new(config.writer_queue_bytes, config.control_queue_bytes, config.max_send, Arc::clone(&counters));
-    let mut writer = tokio::spawn(run_writer(inbox, output, Arc::clone(&counters)));
+    let writer = tokio::spawn(run_writer(inbox, output, Arc::clone(&counters)));
+    let io = Io { input: Input::Stdin(input), writer: Writer::Task(writer) };
+    serve_on(server, io, outbox, counters, shutdown).await
+}
+
+/// The dispatcher on `io`: routes what is read, then the shutdown (grace,
+/// abandoning, the flush within the grace).
+async fn serve_on<R, S>(server: &Server, io: Io<R>, outbox: Outbox, counters: Arc<Counters>, shutdown: S) -> ServeReport
+where
+    R: AsyncRead + Unpin,
+    S: Future<Output = i32>,
+{
+    let config = &server.config;
     let table = Arc::new(Table::default());
     let dispatcher = Dispatcher::new(
         Arc::clone(&table),
@@ -298,7 +375,13 @@ where
     let mut shutdown = pin!(shutdown);
     let outbox = router.outbox.clone();
     let counters = Arc::clone(&router.counters);
-    let ended = read_stdin(input, config.framer, &outbox, &counters, &mut router, shutdown.as_mut()).await;
+    let Io { input, mut writer } = io;
+    let ended = match input {
+        Input::Stdin(input) => {
+            read_stdin(input, config.framer, &outbox, &counters, &mut router, shutdown.as_mut()).await
+        }
+        Input::Messages(messages) => read_messages(messages, &mut router, shutdown.as_mut()).await,
+    };
     let (mut signal, stdout_gone, mut error) = (ended.signal, ended.stdout_failed, ended.error);
     let (queued, running, writing) = router.table.counts();
     match signal {
@@ -330,24 +413,26 @@ where
     }
     outbox.close();
     let mut unflushed = 0;
-    let writer_done = if stdout_gone {
+    let writer_done = match &mut writer {
         // The writer has stopped: this returns at once.
-        (&mut writer).await
-    } else {
-        let flushed = tokio::select! {
-            done = tokio::time::timeout(grace, &mut writer) => done.ok(),
-            number = shutdown.as_mut(), if signal.is_none() => {
-                signal = Some(number);
-                None
-            }
-        };
-        match flushed {
-            Some(done) => done,
-            None => {
-                unflushed = outbox.pending();
-                tracing::warn!(unflushed, "stdout not drained within the shutdown grace; giving up");
-                writer.abort();
-                Ok(Ok(()))
+        Writer::Task(task) if stdout_gone => task.await,
+        Writer::Front(_) if stdout_gone => Ok(Ok(())),
+        _ => {
+            let flushed = tokio::select! {
+                done = tokio::time::timeout(grace, writer.done()) => done.ok(),
+                number = shutdown.as_mut(), if signal.is_none() => {
+                    signal = Some(number);
+                    None
+                }
+            };
+            match flushed {
+                Some(done) => done,
+                None => {
+                    unflushed = outbox.pending();
+                    tracing::warn!(unflushed, "stdout not drained within the shutdown grace; giving up");
+                    writer.abort();
+                    Ok(Ok(()))
+                }
             }
         }
     };
@@ -361,6 +446,26 @@ where
     report.signal = signal;
     report.unflushed_frames = unflushed;
     report
+}
+
+impl Writer {
+    /// Resolves once every frame was written (the task's result), or taken
+    /// by the front.
+    async fn done(&mut self) -> Result<io::Result<()>, tokio::task::JoinError> {
+        match self {
+            Writer::Task(task) => task.await,
+            Writer::Front(flushed) => {
+                let _ = flushed.await;
+                Ok(Ok(()))
+            }
+        }
+    }
+
+    fn abort(&self) {
+        if let Writer::Task(task) = self {
+            task.abort();
+        }
+    }
 }
 
 /// At most this many abandoned ids are named in the shutdown log line.

@@ -82,7 +82,7 @@ pub(crate) struct Ended {
 }
 
 /// Why the loop stops before the end of stdin.
-enum Stop {
+pub(crate) enum Stop {
     Signal(i32),
     StdoutFailed,
     RouteGone,
@@ -186,7 +186,7 @@ where
 /// (the host is not draining stdout) this waits for room, and so the loop
 /// stops reading stdin, until the writer frees room, the writer stops, or a
 /// shutdown signal arrives; the reply is never dropped while stdout works.
-async fn queue_reply<S: Future<Output = i32>>(
+pub(crate) async fn queue_reply<S: Future<Output = i32>>(
     frame: Vec<u8>,
     outbox: &Outbox,
     counters: &Counters,

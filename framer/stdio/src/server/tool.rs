@@ -292,7 +292,7 @@ impl Call {
     /// params do not serialize, the frame is over the limit, or stdout is
     /// closed).
     pub async fn notify(&self, method: &str, params: impl Serialize) -> bool {
-        self.outbox.notify(method, &params).await
+        self.outbox.notify(&self.id, method, &params).await
     }
 
     /// Sends `notifications/progress` if the request asked for progress
@@ -310,7 +310,7 @@ impl Call {
             message: Option<&'a str>,
         }
         let params = Progress { progress_token: token, progress, total, message };
-        self.outbox.notify("notifications/progress", &params).await
+        self.outbox.notify(&self.id, "notifications/progress", &params).await
     }
 }
 

@@ -74,7 +74,11 @@ pub(crate) enum Msg {
 /// A whole frame on its way to stdout. Dropping it (written or not) releases
 /// its room in the queue and runs its `done` hook.
 pub(crate) struct QueuedFrame {
-    bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
+    /// The request a notification belongs to (a tool call's progress and
+    /// messages): what a front that answers each request on its own stream
+    /// routes it by. `None` for responses (their id says it) and replies.
+    pub(crate) request: Option<OwnedId>,
     _room: Option<Held>,
     done: Option<Box<dyn FnOnce() + Send>>,
     pending: Arc<AtomicU64>,
@@ -107,6 +111,32 @@ pub(crate) struct Inbox {
     rx: mpsc::UnboundedReceiver<Msg>,
     bounds: [ByteBound; 2],
     stopped: CancellationToken,
+}
+
+impl Inbox {
+    /// The next frame to write; `None` at [`Msg::Close`] or once every
+    /// [`Outbox`] is gone.
+    pub(crate) async fn next(&mut self) -> Option<QueuedFrame> {
+        match self.rx.recv().await? {
+            Msg::Frame(frame) => Some(frame),
+            Msg::Close => None,
+        }
+    }
+
+    /// Whether no frame waits now.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
+    /// The writer has stopped: wakes every task waiting for room, refuses
+    /// later frames (dropped and counted) and tells [`Outbox::stopped`].
+    pub(crate) fn stop(&mut self) {
+        for bound in &self.bounds {
+            bound.close();
+        }
+        self.rx.close();
+        self.stopped.cancel();
+    }
 }
 
 impl Outbox {
@@ -186,8 +216,20 @@ impl Outbox {
     /// for the bounded set of shutdown replies). `done` runs once the frame
     /// is written (or dropped because stdout is gone).
     pub(crate) fn push(&self, bytes: Vec<u8>, room: Option<Held>, done: Option<Box<dyn FnOnce() + Send>>) {
+        self.push_for(None, bytes, room, done);
+    }
+
+    /// [`Outbox::push`] for a frame that belongs to request `request` (a
+    /// tool call's notification): the tag travels with the frame.
+    pub(crate) fn push_for(
+        &self,
+        request: Option<OwnedId>,
+        bytes: Vec<u8>,
+        room: Option<Held>,
+        done: Option<Box<dyn FnOnce() + Send>>,
+    ) {
         self.pending.fetch_add(1, Relaxed);
-        let frame = QueuedFrame { bytes, _room: room, done, pending: Arc::clone(&self.pending) };
+        let frame = QueuedFrame { bytes, request, _room: room, done, pending: Arc::clone(&self.pending) };
         if self.tx.send(Msg::Frame(frame)).is_err() {
             // The writer is gone; the frame is dropped.
             bump(&self.counters.replies_dropped);
@@ -200,8 +242,9 @@ impl Outbox {
         tracing::warn!(bytes, "stdout is gone: reply dropped");
     }
 
-    /// Serializes and queues a notification, waiting for room.
-    pub(crate) async fn notify(&self, method: &str, params: &impl Serialize) -> bool {
+    /// Serializes and queues a notification of request `request` (tagged
+    /// with it, see [`QueuedFrame::request`]), waiting for room.
+    pub(crate) async fn notify(&self, request: &OwnedId, method: &str, params: &impl Serialize) -> bool {
         let bytes = match self.encoder.notification(method, params) {
             Ok(bytes) => bytes,
             Err(err) => {
@@ -210,7 +253,7 @@ impl Outbox {
             }
         };
         let Some(room) = self.reserve(bytes.len()).await else { return false };
-        self.push(bytes, Some(room), None);
+        self.push_for(Some(request.clone()), bytes, Some(room), None);
         true
     }
 
@@ -228,13 +271,12 @@ pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
     counters: Arc<Counters>,
 ) -> io::Result<()> {
     let result = async {
-        while let Some(msg) = inbox.rx.recv().await {
-            let Msg::Frame(frame) = msg else { break };
+        while let Some(frame) = inbox.next().await {
             out.write_all(&frame.bytes).await?;
             bump(&counters.frames_out);
             add(&counters.bytes_out, frame.bytes.len() as u64);
             drop(frame);
-            if inbox.rx.is_empty() {
+            if inbox.is_empty() {
                 out.flush().await?;
             }
         }
@@ -245,11 +287,7 @@ pub(crate) async fn run_writer<W: AsyncWrite + Unpin>(
         tracing::error!(%err, "stdout write failed; no more frames can be sent");
     }
     // Wake tasks waiting for room and refuse later frames.
-    for bound in &inbox.bounds {
-        bound.close();
-    }
-    inbox.rx.close();
-    inbox.stopped.cancel();
+    inbox.stop();
     result
 }
 
