@@ -11,7 +11,11 @@
 //! window, default 1 MiB) and
 //! `--raw-stdio` (serve tokio's stdin and stdout as they are, WITHOUT the
 //! stdio take-over: a tool that prints to stdout then corrupts the HTTP/2
-//! stream; only for the test that shows it).
+//! stream; only for the test that shows it),
+//! `--any` (dual mode: serve newline `stdio` or `stdio-v2`, whichever the
+//! client's first bytes speak),
+//! `--max-streams N` and `--max-header-list BYTES` (the front's
+//! `max_concurrent_streams` and `max_header_list_size`).
 //!
 //! # Tools (beside `lib_server`'s)
 //!
@@ -40,7 +44,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use mcp_framer_stdio::server::{Call, RpcError, Server, Tool, ToolResult};
-use mcp_framer_stdio_v2::server::{V2Config, V2Report};
+use mcp_framer_stdio_v2::server::{Served, V2Config, V2Report};
 use serde_json::{Value, json};
 
 use crate::lib_server;
@@ -62,6 +66,15 @@ pub struct V2Args {
     /// redirection): a stray `println!` then reaches the HTTP/2 stream.
     #[arg(long)]
     pub raw_stdio: bool,
+    /// Serve either transport, chosen from the client's first bytes.
+    #[arg(long)]
+    pub any: bool,
+    /// The streams a client may open at once.
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<u32>,
+    /// The largest header list accepted, in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_header_list: Option<u32>,
 }
 
 /// The report line `ticks` writes once it has sent its progress:
@@ -138,6 +151,10 @@ pub fn v2_json(report: &V2Report) -> Value {
         "late_responses": report.late_responses,
         "notifications_dropped": report.notifications_dropped,
         "progress_dropped": report.progress_dropped,
+        "listener_drops": report.listener_drops,
+        "listeners_refused": report.listeners_refused,
+        "stalled_streams": report.stalled_streams,
+        "responses_unsent": report.responses_unsent,
         "stalled": report.stalled,
         "connection_error": report.connection_error,
     })
@@ -163,6 +180,12 @@ pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) ->
     if let Some(bytes) = args.stream_backlog {
         config = config.with_stream_backlog(bytes);
     }
+    if let Some(streams) = args.max_streams {
+        config = config.with_max_concurrent_streams(streams);
+    }
+    if let Some(bytes) = args.max_header_list {
+        config = config.with_max_header_list_size(bytes);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -172,14 +195,25 @@ pub fn main_from(argv: impl IntoIterator<Item = impl Into<OsString> + Clone>) ->
     };
     let server = server(&args);
     let served = runtime.block_on(async move {
-        if args.raw_stdio {
-            mcp_framer_stdio_v2::server::serve(server, tokio::io::stdin(), tokio::io::stdout(), config).await
+        if args.any {
+            mcp_framer_stdio_v2::server::serve_any_stdio(server, config).await
+        } else if args.raw_stdio {
+            mcp_framer_stdio_v2::server::serve(server, tokio::io::stdin(), tokio::io::stdout(), config)
+                .await
+                .map(Served::V2)
         } else {
-            mcp_framer_stdio_v2::server::serve_stdio(server, config).await
+            mcp_framer_stdio_v2::server::serve_stdio(server, config).await.map(Served::V2)
         }
     });
     let code = match served {
-        Ok(report) => {
+        Ok(Served::Newline(report)) => {
+            crate::report::emit(lib_server::report::REPORT, &lib_server::report_json(&report));
+            match report.signal {
+                Some(signal) => ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX)),
+                None => ExitCode::SUCCESS,
+            }
+        }
+        Ok(Served::V2(report)) => {
             let mut fields = lib_server::report_json(&report.serve);
             fields["v2"] = v2_json(&report);
             crate::report::emit(lib_server::report::REPORT, &fields);

@@ -1,5 +1,4 @@
-//! Small I/O pieces both sides use: the bytes read to recognise the peer put
-//! back in front of its stream, a writer that notes how long a write has
+//! Small I/O pieces both sides use: a writer that notes how long a write has
 //! been pending (the stall rule), and sending a body within the peer's
 //! HTTP/2 window.
 
@@ -12,27 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::SendStream;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-/// The input with the bytes read to check the preface put back in front.
-pub(crate) struct Prefixed<R> {
-    pub(crate) prefix: Vec<u8>,
-    pub(crate) at: usize,
-    pub(crate) inner: R,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for Prefixed<R> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if self.at < self.prefix.len() {
-            let n = (self.prefix.len() - self.at).min(buf.remaining());
-            let at = self.at;
-            buf.put_slice(&self.prefix[at..at + n]);
-            self.at += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
+use tokio::io::AsyncWrite;
 
 /// When the output's pending write began, if one is pending.
 #[derive(Debug, Default)]
@@ -100,6 +79,47 @@ pub(crate) async fn send_data(stream: &mut SendStream<Bytes>, mut data: Bytes, e
         }
         let chunk = data.split_to(window.min(data.len()));
         stream.send_data(chunk, end && data.is_empty()).map_err(|_| Gone)?;
+    }
+    Ok(())
+}
+
+/// Why [`send_chunks`] stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unsent {
+    /// The stream was reset or closed.
+    Gone,
+    /// The peer left the window shut for the whole stall timeout.
+    Stalled,
+}
+
+/// Sends `chunks` in order within the peer's window, as [`send_data`] does,
+/// ending the stream after the last when `end`; a wait for window longer
+/// than `stall` is [`Unsent::Stalled`] (the caller resets the stream).
+pub(crate) async fn send_chunks(
+    stream: &mut SendStream<Bytes>,
+    chunks: impl IntoIterator<Item = Bytes>,
+    end: bool,
+    stall: Duration,
+) -> Result<(), Unsent> {
+    let mut chunks = chunks.into_iter().filter(|chunk| !chunk.is_empty()).peekable();
+    if chunks.peek().is_none() {
+        return if end { stream.send_data(Bytes::new(), true).map_err(|_| Unsent::Gone) } else { Ok(()) };
+    }
+    while let Some(mut data) = chunks.next() {
+        let last = chunks.peek().is_none();
+        while !data.is_empty() {
+            stream.reserve_capacity(data.len());
+            let window = match tokio::time::timeout(stall, poll_fn(|cx| stream.poll_capacity(cx))).await {
+                Ok(Some(Ok(n))) => n,
+                Ok(_) => return Err(Unsent::Gone),
+                Err(_) => return Err(Unsent::Stalled),
+            };
+            if window == 0 {
+                continue;
+            }
+            let chunk = data.split_to(window.min(data.len()));
+            stream.send_data(chunk, end && last && data.is_empty()).map_err(|_| Unsent::Gone)?;
+        }
     }
     Ok(())
 }

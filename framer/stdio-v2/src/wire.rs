@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use mcp_framer_jsonrpc::protocol::VERSIONS;
+use mcp_framer_jsonrpc::protocol::{LEGACY_VERSIONS, VERSIONS};
 use mcp_framer_jsonrpc::{ErrorObject, HEADER_MISMATCH, RawJson};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -51,53 +51,117 @@ pub fn name_member(method: &str) -> Option<&'static str> {
 }
 
 /// The routing fields of a request's `params` that a header mirrors or a
-/// front needs, read without building the rest (other members are skipped).
-#[derive(Debug, Default, Deserialize)]
+/// front needs. Each member is read on its own: one member of an
+/// unexpected type (`"uri": 0` beside `"name"`) hides none of the others,
+/// so a header check cannot be slipped past by adding one.
+#[derive(Debug, Default)]
 pub struct Params<'a> {
     /// `params.name`.
-    #[serde(borrow, default)]
-    pub name: Option<Cow<'a, str>>,
+    pub name: Member<'a>,
     /// `params.uri`.
-    #[serde(borrow, default)]
-    pub uri: Option<Cow<'a, str>>,
-    /// `params._meta`.
-    #[serde(rename = "_meta", borrow, default)]
-    pub meta: Option<Meta<'a>>,
+    pub uri: Member<'a>,
+    /// `params._meta.progressToken`, as written (a string or a number).
+    pub progress_token: Option<&'a RawValue>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`.
+    pub protocol_version: Member<'a>,
 }
 
-/// The members of `params._meta` read here.
-#[derive(Debug, Default, Deserialize)]
-pub struct Meta<'a> {
-    /// `progressToken`, as written (a string or a number).
-    #[serde(rename = "progressToken", borrow, default)]
-    pub progress_token: Option<&'a RawValue>,
-    /// `io.modelcontextprotocol/protocolVersion`.
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
-    pub protocol_version: Option<Cow<'a, str>>,
+/// One member of `params` that should be a string.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub enum Member<'a> {
+    /// Not there.
+    #[default]
+    Absent,
+    /// A string.
+    Text(Cow<'a, str>),
+    /// There, but not a string (its JSON, as written).
+    Other(&'a str),
+}
+
+impl<'a> Member<'a> {
+    fn read(raw: Option<&'a RawValue>) -> Member<'a> {
+        match raw {
+            None => Member::Absent,
+            Some(raw) => match serde_json::from_str::<Cow<'a, str>>(raw.get()) {
+                Ok(text) => Member::Text(text),
+                Err(_) => Member::Other(raw.get()),
+            },
+        }
+    }
+
+    /// The string, if it is one.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Member::Text(text) => Some(text),
+            _ => None,
+        }
+    }
 }
 
 impl<'a> Params<'a> {
     /// Reads `params` (absent, `null` or not an object: no fields).
+    ///
+    /// ```
+    /// use mcp_framer_jsonrpc::parse;
+    /// use mcp_framer_stdio_v2::wire::{Member, Params};
+    ///
+    /// let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","uri":0}}"#;
+    /// let message = parse(body).unwrap();
+    /// let params = Params::read(message.payload());
+    /// assert_eq!(params.name_for("tools/call"), Some("echo"));
+    /// assert_eq!(params.uri, Member::Other("0"));
+    /// ```
     pub fn read(params: Option<RawJson<'a>>) -> Params<'a> {
-        params.and_then(|raw| serde_json::from_str(raw.get()).ok()).unwrap_or_default()
+        #[derive(Deserialize)]
+        struct Raw<'a> {
+            #[serde(borrow, default)]
+            name: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            uri: Option<&'a RawValue>,
+            #[serde(rename = "_meta", borrow, default)]
+            meta: Option<&'a RawValue>,
+        }
+        #[derive(Deserialize)]
+        struct RawMeta<'a> {
+            #[serde(rename = "progressToken", borrow, default)]
+            progress_token: Option<&'a RawValue>,
+            #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+            protocol_version: Option<&'a RawValue>,
+        }
+        let Some(raw) = params.and_then(|raw| serde_json::from_str::<Raw<'a>>(raw.get()).ok()) else {
+            return Params::default();
+        };
+        let meta = raw.meta.and_then(|meta| serde_json::from_str::<RawMeta<'a>>(meta.get()).ok());
+        Params {
+            name: Member::read(raw.name),
+            uri: Member::read(raw.uri),
+            progress_token: meta.as_ref().and_then(|meta| meta.progress_token),
+            protocol_version: Member::read(meta.and_then(|meta| meta.protocol_version)),
+        }
     }
 
-    /// The value [`NAME`] mirrors for `method`, if it has one.
-    pub fn name_for(&self, method: &str) -> Option<&str> {
+    /// The member [`NAME`] mirrors for `method`, if the method has one.
+    pub fn name_member_for(&self, method: &str) -> Option<&Member<'a>> {
         match name_member(method)? {
-            "uri" => self.uri.as_deref(),
-            _ => self.name.as_deref(),
+            "uri" => Some(&self.uri),
+            _ => Some(&self.name),
         }
+    }
+
+    /// The value [`NAME`] mirrors for `method`, if it has one and it is a
+    /// string.
+    pub fn name_for(&self, method: &str) -> Option<&str> {
+        self.name_member_for(method)?.text()
     }
 
     /// The progress token, as written.
     pub fn progress_token(&self) -> Option<&'a str> {
-        self.meta.as_ref()?.progress_token.map(RawValue::get)
+        self.progress_token.map(RawValue::get)
     }
 
-    /// The per-request protocol version.
+    /// The per-request protocol version, if it is a string.
     pub fn protocol_version(&self) -> Option<&str> {
-        self.meta.as_ref()?.protocol_version.as_deref()
+        self.protocol_version.text()
     }
 }
 
@@ -158,13 +222,18 @@ pub fn check_headers(
     params: &Params<'_>,
     request: bool,
 ) -> Result<(), HeaderProblem> {
-    let get = |name: &str| -> Result<Option<String>, HeaderProblem> {
+    // Only `Mcp-Name` (and `Mcp-Param-*`) may carry the Base64 sentinel;
+    // the method and the version are plain tokens, compared as sent.
+    let get = |name: &str, encoded: bool| -> Result<Option<String>, HeaderProblem> {
         match headers.get(name) {
             None => Ok(None),
             Some(value) => {
                 let text = value
                     .to_str()
                     .map_err(|_| HeaderProblem::Mismatch(format!("Header mismatch: {name} is not a valid value")))?;
+                if !encoded {
+                    return Ok(Some(text.to_owned()));
+                }
                 decode_header_value(text).map(Some).ok_or_else(|| {
                     HeaderProblem::Mismatch(format!("Header mismatch: {name} has a malformed Base64 value"))
                 })
@@ -180,32 +249,50 @@ pub fn check_headers(
             excerpt(body)
         ))
     };
-    match get(METHOD)? {
+    let not_text = |name: &str, member: &str, json: &str| {
+        HeaderProblem::Mismatch(format!(
+            "Header mismatch: the body's {member} that {name} mirrors is not a string: {}",
+            excerpt(json)
+        ))
+    };
+    match get(METHOD, false)? {
         Some(header) if header != method => return Err(differs(METHOD, &header, method)),
         Some(_) => {}
         None if request => return Err(missing(METHOD)),
         None => {}
     }
-    match get(PROTOCOL_VERSION)? {
+    match get(PROTOCOL_VERSION, false)? {
         Some(header) => {
-            if let Some(body) = params.protocol_version()
-                && body != header
-            {
-                return Err(differs(PROTOCOL_VERSION, &header, body));
-            }
             if request && !VERSIONS.contains(&header.as_str()) {
                 return Err(HeaderProblem::Unsupported(header));
+            }
+            match &params.protocol_version {
+                Member::Text(body) if body != &header => return Err(differs(PROTOCOL_VERSION, &header, body)),
+                Member::Other(json) => return Err(not_text(PROTOCOL_VERSION, "_meta protocol version", json)),
+                // The 2026-07-28 revision puts the version in every request's
+                // `_meta`; a header naming a version of that era must have it
+                // there to match. An older version's request carries none.
+                Member::Absent if request && !LEGACY_VERSIONS.contains(&header.as_str()) => {
+                    return Err(HeaderProblem::Mismatch(format!(
+                        "Header mismatch: {PROTOCOL_VERSION} is '{}' but the body's \
+                         _meta[\"io.modelcontextprotocol/protocolVersion\"] is missing",
+                        excerpt(&header)
+                    )));
+                }
+                _ => {}
             }
         }
         None if request => return Err(missing(PROTOCOL_VERSION)),
         None => {}
     }
-    if let Some(body) = params.name_for(method) {
-        match get(NAME)? {
-            Some(header) if header != body => return Err(differs(NAME, &header, body)),
-            Some(_) => {}
-            None if request => return Err(missing(NAME)),
-            None => {}
+    if let Some(member) = params.name_member_for(method) {
+        let header = get(NAME, true)?;
+        match (member, header) {
+            (Member::Text(body), Some(header)) if header != *body => return Err(differs(NAME, &header, body)),
+            (Member::Other(json), _) => return Err(not_text(NAME, name_member(method).unwrap_or("name"), json)),
+            (Member::Absent, Some(header)) => return Err(differs(NAME, &header, "")),
+            (Member::Text(_), None) if request => return Err(missing(NAME)),
+            _ => {}
         }
     }
     Ok(())
