@@ -519,7 +519,69 @@ async function falseLengths() {
   await closeAndReap(session);
 }
 
+// CONTINUATION flood, in raw frames (node:http2 always ends a header
+// block): the preface, an empty SETTINGS, a HEADERS on stream 1 without
+// END_HEADERS, then H2_COUNT CONTINUATION frames of ~16 KiB of literal
+// headers, never ending the block. The server must end the connection on
+// purpose (GOAWAY or closing its side) with its memory bounded.
+async function continuationFlood() {
+  const count = Number(process.env.H2_COUNT ?? 4096);
+  const child = startServer();
+  const frame = (type, flags, stream, payload) => {
+    const head = Buffer.alloc(9);
+    head.writeUIntBE(payload.length, 0, 3);
+    head[3] = type;
+    head[4] = flags;
+    head.writeUInt32BE(stream, 5);
+    return Buffer.concat([head, payload]);
+  };
+  const seen = { bytes: 0, goaway: null, frames: [] };
+  let pending = Buffer.alloc(0);
+  child.stdout.on('data', (chunk) => {
+    seen.bytes += chunk.length;
+    pending = Buffer.concat([pending, chunk]);
+    while (pending.length >= 9) {
+      const len = pending.readUIntBE(0, 3);
+      if (pending.length < 9 + len) break;
+      const type = pending[3];
+      if (seen.frames.length < 32) seen.frames.push(type);
+      if (type === 7 && len >= 8) seen.goaway = pending.readUInt32BE(9 + 4);
+      pending = pending.subarray(9 + len);
+    }
+  });
+  let stdoutEnded = false;
+  child.stdout.on('end', () => { stdoutEnded = true; });
+  const write = (buf) => new Promise((resolve) => {
+    if (child.stdin.destroyed) return resolve(false);
+    child.stdin.write(buf, (err) => resolve(!err));
+  });
+  await write(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'));
+  await write(frame(4, 0, 0, Buffer.alloc(0)));
+  // :method POST, :path /, :scheme http (static table), then literals.
+  await write(frame(1, 0x1, 1, Buffer.from([0x83, 0x84, 0x86])));
+  const one = Buffer.concat([Buffer.from([0x00, 3]), Buffer.from('x-a'), Buffer.from([100]), Buffer.alloc(100, 'v')]);
+  const block = Buffer.concat(Array(150).fill(one));
+  let sent = 0;
+  for (let i = 0; i < count; i++) {
+    const ok = await Promise.race([write(frame(9, 0, 1, block)), sleep(10000).then(() => false)]);
+    if (!ok) break;
+    sent++;
+    if (i % 64 === 63) sampleMemory();
+    if (seen.goaway !== null || stdoutEnded) break;
+  }
+  out.sent = sent;
+  out.sent_bytes = sent * (block.length + 9);
+  await until(() => seen.goaway !== null || stdoutEnded, 5000);
+  sampleMemory();
+  out.goaway = seen.goaway;
+  out.stdout_ended = stdoutEnded;
+  out.frames = seen.frames;
+  child.stdin.end();
+  await reap(10000);
+}
+
 const SCENARIOS = {
+  continuation_flood: continuationFlood,
   release, unread_big: unreadBig, huge_header: hugeHeader, stop_blocked: stopBlocked,
   name_bypass: nameBypass, id_reuse: idReuse, declared_length: declaredLength, bad_routes: badRoutes,
   flood, false_lengths: falseLengths,

@@ -322,8 +322,8 @@ async fn defect_9_bad_routes_read_the_body_and_the_connection_survives() {
 // 20000 SETTINGS frames. The server answers a ping after, or ended the
 // connection on purpose (GOAWAY); it never hangs, exits by itself, and its
 // resident memory stays within idle + 64 MiB. (A CONTINUATION flood needs
-// raw frames: node:http2 always ends a header block; see the raw
-// scenario.)
+// raw frames, node:http2 always ends a header block: see
+// `a_continuation_flood_ends_the_connection_early`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_of_resets_pings_and_settings_are_survived_or_refused() {
     if !have_node("floods") {
@@ -356,5 +356,26 @@ async fn false_content_lengths_are_refused_and_the_session_goes_on() {
     }
     assert_eq!(out["after"]["status"], json!(200), "{b}");
     assert_eq!(out["report"]["tools_started"], json!([]), "no call ran: {b}");
+    assert_exited_by_itself(&out);
+}
+
+// Defect 2, in raw frames: a header block that never ends (HEADERS without
+// END_HEADERS, then ~16 KiB CONTINUATION frames). The server ends the
+// connection on purpose (GOAWAY) once the block passes its header-list cap
+// (~16 KiB): it reads at most 2 MiB of it (the cap, plus the pipe's and
+// h2's read buffers), and its resident memory stays under 64 MiB (about
+// 9 MiB idle in a debug build). Before the fix h2's 16 MiB default let ~20 MiB in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuation_flood_ends_the_connection_early() {
+    if !have_node("continuation flood") {
+        return;
+    }
+    let out = scenario("continuation_flood", &[("H2_COUNT", "4096")], &[], Duration::from_secs(120)).await;
+    let b = brief(&out);
+    assert!(!out["goaway"].is_null() || out["stdout_ended"] == json!(true), "never refused: {b}");
+    let sent = out["sent_bytes"].as_u64().expect("sent_bytes");
+    assert!(sent <= 2 * MIB, "{} KiB of one header block were read before the end: {b}", sent / KIB);
+    let hwm = out["vmhwm_kib"].as_u64().expect("VmHWM") * KIB;
+    assert!(hwm <= 32 * MIB + 32 * MIB, "VmHWM {} MiB: {b}", hwm / MIB);
     assert_exited_by_itself(&out);
 }
