@@ -9,6 +9,8 @@
 //! `--stall-ms N` (the front's stall timeout, default 30000),
 //! `--stream-backlog BYTES` (progress that may wait for one stream's
 //! window, default 1 MiB) and
+//! `--writer-queue-bytes BYTES` (the dispatcher's `writer_queue_bytes`:
+//! bytes of results that may wait to be written, default 16 MiB) and
 //! `--raw-stdio` (serve tokio's stdin and stdout as they are, WITHOUT the
 //! stdio take-over: a tool that prints to stdout then corrupts the HTTP/2
 //! stream; only for the test that shows it),
@@ -62,6 +64,10 @@ pub struct V2Args {
     /// Bytes of progress that may wait for one stream's window.
     #[arg(long, value_name = "BYTES")]
     pub stream_backlog: Option<usize>,
+    /// Bytes of results that may wait to be written
+    /// (`ServerConfig::writer_queue_bytes`).
+    #[arg(long, value_name = "BYTES")]
+    pub writer_queue_bytes: Option<usize>,
     /// Serve tokio's stdin and stdout without taking them over (no fd
     /// redirection): a stray `println!` then reaches the HTTP/2 stream.
     #[arg(long)]
@@ -125,7 +131,11 @@ async fn noise(call: Call) -> Result<ToolResult, RpcError> {
 /// The `lib_server` server with this fixture's tools added.
 pub fn server(args: &V2Args) -> Server {
     let tool = |name: &str, description: &str| Tool::new(name, description, json!({"type": "object"}));
-    lib_server::server(args.server.config())
+    let mut config = args.server.config();
+    if let Some(bytes) = args.writer_queue_bytes {
+        config.writer_queue_bytes = bytes;
+    }
+    lib_server::server(config)
         .tool(tool("ticks", "Send `count` progress notifications, then answer"), ticks)
         .tool(tool("changed", "Send notifications/tools/list_changed"), changed)
         .tool(tool("noise", "Write `bytes` bytes to stderr"), noise)
