@@ -92,19 +92,16 @@ pub(super) async fn read_body(
     max: usize,
     share: &mut Share,
 ) -> Result<Vec<u8>, BodyEnd> {
-    let mut bytes = Vec::new();
-    if let Some(len) = declared {
-        if len > max as u64 {
-            return Err(BodyEnd::Oversize { len, at_least: false, received: 0 });
-        }
-        // Within the limit: the whole declared length from the budget, then
-        // one allocation. h2 ends a stream whose DATA differs from its
-        // `content-length` (a protocol error: `Reset` here).
-        if !share.take(len as usize) {
-            return Err(BodyEnd::Busy { received: 0 });
-        }
-        bytes.reserve_exact(len as usize);
+    if let Some(len) = declared
+        && len > max as u64
+    {
+        return Err(BodyEnd::Oversize { len, at_least: false, received: 0 });
     }
+    // Nothing is reserved for a declared length: a client may declare the
+    // limit on every stream and send nothing. Memory follows what arrived
+    // and was taken from the budget (h2 ends a stream whose DATA differs
+    // from its `content-length`: `Reset` here).
+    let mut bytes = Vec::new();
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|_| BodyEnd::Reset)?;
         let _ = body.flow_control().release_capacity(chunk.len());
@@ -112,7 +109,7 @@ pub(super) async fn read_body(
         if len > max {
             return Err(BodyEnd::Oversize { len: len as u64, at_least: !body.is_end_stream(), received: len as u64 });
         }
-        if declared.is_none() && !share.take(chunk.len()) {
+        if !share.take(chunk.len()) {
             return Err(BodyEnd::Busy { received: len as u64 });
         }
         bytes.extend_from_slice(&chunk);

@@ -26,7 +26,7 @@ pub struct V2Config {
     /// The connection's HTTP/2 window. Default 16 MiB.
     pub connection_window: u32,
     /// The streams a client may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
-    /// Default 256 (the dispatcher admits 272 calls by default).
+    /// Default 1024.
     pub max_concurrent_streams: u32,
     /// The most bytes of one request's header list (HPACK-decoded, as RFC
     /// 9113 counts `SETTINGS_MAX_HEADER_LIST_SIZE`): a larger one is refused
@@ -67,7 +67,7 @@ impl Default for V2Config {
             stall_timeout: Duration::from_secs(30),
             stream_window: 1 << 20,
             connection_window: 16 << 20,
-            max_concurrent_streams: 256,
+            max_concurrent_streams: 1024,
             max_header_list_size: 16 << 10,
             max_listeners: 8,
             max_pending_accept_reset_streams: 20,

@@ -45,10 +45,9 @@
 //!   transport limit: one request's worth, as on the newline transport); a
 //!   body whose next DATA frame would go over is answered `503` with -32000
 //!   at once and the rest of it is skipped; counted in
-//!   [`V2Report::busy_bodies`] and [`V2Report::busy_bytes`]. A declared
-//!   `content-length` is taken from that budget whole before anything is
-//!   reserved for it, so a false length reserves nothing beyond the
-//!   budget. What HTTP/2 holds unread besides is bounded by the connection
+//!   [`V2Report::busy_bodies`] and [`V2Report::busy_bytes`]. Nothing is
+//!   reserved for a declared `content-length`: a false length reserves
+//!   nothing. What HTTP/2 holds unread besides is bounded by the connection
 //!   window.
 //! * **Bodies.** A body that is not one JSON-RPC request or notification is
 //!   answered `400` with the error the newline transport gives the same

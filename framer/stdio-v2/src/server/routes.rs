@@ -115,6 +115,8 @@ pub(super) enum Refused {
 #[derive(Debug)]
 pub(super) struct Routes {
     table: Mutex<Table>,
+    /// Told whenever a request leaves the table.
+    left: tokio::sync::Notify,
     backlog: usize,
     max_listeners: usize,
     counters: Arc<Counters>,
@@ -122,15 +124,39 @@ pub(super) struct Routes {
 
 impl Routes {
     pub(super) fn new(backlog: usize, max_listeners: usize, counters: Arc<Counters>) -> Routes {
-        Routes { table: Mutex::new(Table::default()), backlog, max_listeners, counters }
+        Routes {
+            table: Mutex::new(Table::default()),
+            left: tokio::sync::Notify::new(),
+            backlog,
+            max_listeners,
+            counters,
+        }
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Enters a request: its key, or why not.
-    pub(super) fn enter(&self, client_id: &OwnedId, token: Option<&str>) -> Result<Waiting, Refused> {
+    /// Enters a request: its key, or why not. An id (or token) in flight
+    /// gets a short wait first: a client that resets a stream and reuses its
+    /// id at once sends the `RST_STREAM` before the new `HEADERS`, but the
+    /// old stream's task may not have seen the reset yet.
+    pub(super) async fn enter(&self, client_id: &OwnedId, token: Option<&str>) -> Result<Waiting, Refused> {
+        let until = tokio::time::Instant::now() + REUSE_WAIT;
+        loop {
+            let left = self.left.notified();
+            match self.try_enter(client_id, token) {
+                Err(Refused::Duplicate(why)) if tokio::time::Instant::now() < until => {
+                    if tokio::time::timeout_at(until, left).await.is_err() {
+                        return Err(Refused::Duplicate(why));
+                    }
+                }
+                entered => return entered,
+            }
+        }
+    }
+
+    fn try_enter(&self, client_id: &OwnedId, token: Option<&str>) -> Result<Waiting, Refused> {
         let mut table = self.table();
         if table.closed {
             return Err(Refused::Closed);
@@ -157,7 +183,9 @@ impl Routes {
     /// Removes the request under `key` (its stream is done); true if it was
     /// still there.
     pub(super) fn leave(&self, key: i64) -> bool {
-        self.table().remove(key).is_some()
+        let left = self.table().remove(key).is_some();
+        self.left.notify_waiters();
+        left
     }
 
     /// The key of the client's request `client_id`, removing it (a
@@ -166,6 +194,8 @@ impl Routes {
         let mut table = self.table();
         let key = *table.ids.get(client_id)?;
         table.remove(key);
+        drop(table);
+        self.left.notify_waiters();
         Some(key)
     }
 
@@ -219,6 +249,7 @@ impl Routes {
 
     fn route_response(&self, key: i64, after: usize, mut frame: OutFrame) {
         let slot = self.table().remove(key);
+        self.left.notify_waiters();
         let Some(slot) = slot else {
             bump(&self.counters.late_responses);
             tracing::debug!(key, "late response dropped: no stream waits for it");
@@ -298,6 +329,10 @@ impl Table {
         Some(slot)
     }
 }
+
+/// How long a request whose id (or token) is in flight waits for it to
+/// leave before it is refused.
+const REUSE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Below this, a response is copied once into one DATA chunk rather than
 /// sent as the client id's head plus a slice of the frame.

@@ -89,6 +89,7 @@ impl Front {
                 return;
             }
             Err(BodyEnd::Oversize { len, at_least, received }) => {
+                drop(share);
                 bump(&self.counters.oversize_bodies);
                 tracing::warn!(len, at_least, max = self.max_body, "request body over the transport limit; refused");
                 let error = oversize_error(len, at_least, self.max_body);
@@ -98,6 +99,7 @@ impl Front {
                 return;
             }
             Err(BodyEnd::Reset) => {
+                drop(share);
                 tracing::debug!("request stream reset before its body ended");
                 return;
             }
@@ -145,7 +147,7 @@ impl Front {
             drop(share);
             return listen(&self.routes, &self.counters, id, filter, respond, self.stall).await;
         }
-        let waiting = match self.routes.enter(&id, params.progress_token()) {
+        let waiting = match self.routes.enter(&id, params.progress_token()).await {
             Ok(waiting) => waiting,
             Err(Refused::Closed) => {
                 let _ = respond.send_response(status_only(StatusCode::SERVICE_UNAVAILABLE), true);

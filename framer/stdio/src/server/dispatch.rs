@@ -46,6 +46,9 @@ pub(crate) struct Job {
     pub(crate) structured: bool,
     pub(crate) arguments: Option<Box<RawValue>>,
     pub(crate) progress_token: Option<Box<RawValue>>,
+    /// The id the client sent, when the request came in under a front's key
+    /// (`id`): what the handler sees as [`Call::id`].
+    pub(crate) client_id: Option<OwnedId>,
 }
 
 /// Runs requests concurrently within the bound, and tracks their tasks.
@@ -146,7 +149,7 @@ impl CallTask {
     /// Runs one admitted call; `_slot` is its admission, given back when this
     /// returns (its frame committed, or no response).
     async fn run(self, job: Job, scope: Scope, _slot: OwnedSemaphorePermit) {
-        let Job { id, tool, handler, structured, arguments, progress_token } = job;
+        let Job { id, tool, handler, structured, arguments, progress_token, client_id } = job;
         // Queued: wait for a permit unless cancelled first.
         let permit = tokio::select! {
             biased;
@@ -159,7 +162,8 @@ impl CallTask {
         }
         tracing::debug!(id = %id, tool = %tool, "request started");
         let call = Call {
-            id: id.clone(),
+            id: client_id.unwrap_or_else(|| id.clone()),
+            key: id.clone(),
             tool: Arc::clone(&tool),
             arguments,
             progress_token,
@@ -171,7 +175,12 @@ impl CallTask {
         let handle = tokio::spawn(async move { handler(call).await });
         scope.adopt_task(handle.abort_handle());
         let outcome = handle.await;
-        drop(permit);
+        // The permit is held until the response is committed (or the call
+        // ends without one): a finished call whose result waits for room
+        // still counts against `max_concurrent`, so the results waiting
+        // outside the writer's queue are at most `max_concurrent` (each with
+        // its encoding), not every admitted call's.
+        let _permit = permit;
         // Whatever the handler left running (tasks, child groups) ends with it.
         scope.stop_producers();
         let result = match outcome {

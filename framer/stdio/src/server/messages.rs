@@ -274,10 +274,15 @@ fn route_one(router: &mut Router<'_>, counters: &Counters, key: Option<OwnedId>,
         _ => &counters.unexpected_responses,
     });
     let message = match (message, key) {
-        (Message::Request { method, params, .. }, Some(key)) => Message::Request { id: key, method, params },
+        (Message::Request { id, method, params }, Some(key)) => {
+            router.client_id = Some(id.into_owned());
+            Message::Request { id: key, method, params }
+        }
         (message, _) => message,
     };
-    match router.route(frame, message) {
+    let routed = router.route(frame, message);
+    router.client_id = None;
+    match routed {
         Routed::Nothing => Routed::Nothing,
         Routed::Reply(reply) => Routed::Reply(reply),
         Routed::Forward(never) => match never {},

@@ -69,6 +69,9 @@ pub(crate) struct Router<'s> {
     pub(crate) counters: Arc<Counters>,
     /// The id of `initialize`, once received (it cannot be cancelled).
     pub(crate) initialize_id: Option<OwnedId>,
+    /// While a front's request is routed under its key: the id the client
+    /// sent, for the handler to see.
+    pub(crate) client_id: Option<OwnedId>,
 }
 
 impl Route for Router<'_> {
@@ -164,6 +167,7 @@ impl Router<'_> {
             structured,
             arguments: params.arguments.map(RawValue::to_owned),
             progress_token: params.meta.and_then(|m| m.progress_token).map(RawValue::to_owned),
+            client_id: self.client_id.take(),
         };
         match self.dispatcher.dispatch(job) {
             Ok(()) => Routed::Nothing,

@@ -371,6 +371,7 @@ where
         dispatcher,
         counters,
         initialize_id: None,
+        client_id: None,
     };
     let mut shutdown = pin!(shutdown);
     let outbox = router.outbox.clone();

@@ -231,6 +231,9 @@ impl Tool {
 /// should check [`token`](Call::token) between steps.
 pub struct Call {
     pub(crate) id: OwnedId,
+    /// The id the dispatcher knows the request by (the client's id, or a
+    /// front's key): what its notifications are tagged with.
+    pub(crate) key: OwnedId,
     pub(crate) tool: Arc<str>,
     pub(crate) arguments: Option<Box<RawValue>>,
     pub(crate) progress_token: Option<Box<RawValue>>,
@@ -239,7 +242,7 @@ pub struct Call {
 }
 
 impl Call {
-    /// The request id.
+    /// The request id, as the client sent it.
     pub fn id(&self) -> &OwnedId {
         &self.id
     }
@@ -292,7 +295,7 @@ impl Call {
     /// params do not serialize, the frame is over the limit, or stdout is
     /// closed).
     pub async fn notify(&self, method: &str, params: impl Serialize) -> bool {
-        self.outbox.notify(&self.id, method, &params).await
+        self.outbox.notify(&self.key, method, &params).await
     }
 
     /// Sends `notifications/progress` if the request asked for progress
@@ -310,7 +313,7 @@ impl Call {
             message: Option<&'a str>,
         }
         let params = Progress { progress_token: token, progress, total, message };
-        self.outbox.notify(&self.id, "notifications/progress", &params).await
+        self.outbox.notify(&self.key, "notifications/progress", &params).await
     }
 }
 
