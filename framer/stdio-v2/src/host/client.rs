@@ -1,0 +1,265 @@
+//! The session: spawn, send requests and notifications, listen, shut down.
+
+use std::fmt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use http::{HeaderMap, Method, Request, StatusCode};
+use mcp_framer_jsonrpc::{Encoder, Id, OwnedId};
+use mcp_framer_stdio::tree::Killer;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::call::{Call, Response, State};
+use super::config::HostConfig;
+use super::error::Error;
+use super::shared::{HostCounters, Shared, bump, counters_of};
+use super::startup::{self, Started};
+use crate::io::send_data;
+use crate::wire::{self, Params};
+
+/// A listen stream's deadline (in effect none).
+const LISTEN_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A `stdio-v2` session with a spawned server.
+pub struct Client {
+    send: SendRequest<Bytes>,
+    shared: Arc<Shared>,
+    config: HostConfig,
+    next_id: AtomicI64,
+    encoder: Encoder,
+    connection: tokio::task::JoinHandle<()>,
+    stderr_drain: tokio::task::JoinHandle<()>,
+    _kill_on_drop: KillOnDrop,
+}
+
+/// Kills the child's tree when the client is dropped (no runtime needed).
+struct KillOnDrop(Killer);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("config", &self.config).field("counters", &self.counters()).finish()
+    }
+}
+
+impl Client {
+    /// Spawns `command` and starts a `stdio-v2` session with it; see the
+    /// [module](super) for the contract. Needs a tokio runtime.
+    pub async fn spawn(command: tokio::process::Command, config: HostConfig) -> Result<Client, Error> {
+        let Started { send, shared, connection, stderr_drain } = startup::start(command, &config).await?;
+        let shared_killer = shared.killer.clone();
+        Ok(Client {
+            send,
+            shared,
+            config,
+            next_id: AtomicI64::new(1),
+            encoder: Encoder::unlimited(),
+            connection,
+            stderr_drain,
+            _kill_on_drop: KillOnDrop(shared_killer),
+        })
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> HostCounters {
+        counters_of(&self.shared)
+    }
+
+    /// The end of the child's stderr so far (at most
+    /// [`HostConfig::stderr_tail`] bytes, after a marker line when earlier
+    /// bytes were dropped).
+    pub fn stderr_tail(&self) -> String {
+        self.shared.stderr_tail()
+    }
+
+    /// Sends a request and waits for its response (notifications that come
+    /// on its event stream are kept in [`Response::notifications`]). A JSON-RPC
+    /// error is [`Error::Rpc`]. Dropping the future cancels the request.
+    pub async fn request<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Response, Error> {
+        self.call(method, params).await?.response().await
+    }
+
+    /// Sends a request and returns its [`Call`]: the streaming form.
+    pub async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Call, Error> {
+        let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let body = self.encoder.request(&id, method, params).map_err(Error::Encode)?;
+        bump(&self.shared.counters.requests);
+        self.call_raw(id, method, body).await
+    }
+
+    /// Sends `body` (one JSON-RPC request, as is: the caller chose its id)
+    /// with the headers built from it; for tests of what the server does
+    /// with odd bodies, headers built for `method`.
+    pub async fn call_raw(&self, id: OwnedId, method: &str, body: Vec<u8>) -> Result<Call, Error> {
+        let headers = match mcp_framer_jsonrpc::parse(&body) {
+            Ok(message) => {
+                let params = Params::read(message.payload());
+                wire::request_headers(method, &params, self.config.protocol_version)
+            }
+            Err(_) => wire::request_headers(method, &Params::default(), self.config.protocol_version),
+        };
+        let mut headers = headers;
+        headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        self.post(id, method, headers, Bytes::from(body)).await
+    }
+
+    /// Sends `body` with exactly `headers` (nothing added but the method and
+    /// path, no `content-length` unless given): for tests of the server's
+    /// header checks and of its limit counted on DATA as it arrives.
+    pub async fn call_with_headers(
+        &self,
+        id: OwnedId,
+        method: &str,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<Call, Error> {
+        self.post(id, method, headers, Bytes::from(body)).await
+    }
+
+    async fn post(&self, id: OwnedId, method: &str, headers: HeaderMap, body: Bytes) -> Result<Call, Error> {
+        let mut request = Request::builder().method(Method::POST).uri(format!("http://localhost{}", wire::ENDPOINT));
+        if let Some(map) = request.headers_mut() {
+            *map = headers;
+        }
+        let request = request.body(()).map_err(|e| Error::Protocol { status: 0, detail: e.to_string() })?;
+        let deadline = tokio::time::Instant::now() + self.config.request_timeout;
+        let timed_out = || Error::TimedOut { method: method.to_owned(), after: self.config.request_timeout };
+        // Waits while the server's stream limit is reached, within the deadline.
+        let mut send = match tokio::time::timeout_at(deadline, self.send.clone().ready()).await {
+            Ok(Ok(send)) => send,
+            Ok(Err(_)) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
+            Err(_) => return Err(timed_out()),
+        };
+        let (response, mut stream) = match send.send_request(request, body.is_empty()) {
+            Ok(pair) => pair,
+            Err(_) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
+        };
+        let mut call = Call {
+            id,
+            method: method.to_owned(),
+            stream: None,
+            state: State::Waiting(response),
+            sse: None,
+            shared: Arc::clone(&self.shared),
+            max: self.config.max_receive,
+            deadline,
+            timeout: self.config.request_timeout,
+            finished: false,
+            body_unfinished: false,
+        };
+        if !body.is_empty() {
+            // Send the body within the window; an early answer (a 413) ends it.
+            let State::Waiting(response) = &mut call.state else { unreachable!() };
+            let early = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    sent = send_data(&mut stream, body, true) => { let _ = sent; None }
+                    answer = response => Some(answer),
+                }
+            })
+            .await;
+            match early {
+                Ok(None) => {}
+                Ok(Some(answer)) => {
+                    // Answered before the whole body was taken (a 413): stop
+                    // sending; the stream is reset once the answer is read.
+                    call.body_unfinished = true;
+                    call.state = State::Early(Some(answer));
+                }
+                Err(_) => {
+                    call.stream = Some(stream);
+                    return Err(call.timed_out());
+                }
+            }
+        }
+        call.stream = Some(stream);
+        Ok(call)
+    }
+
+    /// Sends a notification; `Ok` once the server accepted it (`202`).
+    pub async fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<(), Error> {
+        let body = self.encoder.notification(method, params).map_err(Error::Encode)?;
+        let message =
+            mcp_framer_jsonrpc::parse(&body).map_err(|e| Error::Protocol { status: 0, detail: e.to_string() })?;
+        let mut headers = wire::request_headers(method, &Params::read(message.payload()), self.config.protocol_version);
+        headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        bump(&self.shared.counters.notifications);
+        let mut call = self.post(Id::Number(0), method, headers, Bytes::from(body)).await?;
+        let answer = call.head().await?;
+        call.finished = true;
+        match answer.status() {
+            StatusCode::ACCEPTED => Ok(()),
+            status => Err(call.error_from(answer).await.unwrap_or(Error::Protocol {
+                status: status.as_u16(),
+                detail: "a notification's answer must be 202".into(),
+            })),
+        }
+    }
+
+    /// Opens the `subscriptions/listen` stream with `filter` (the request's
+    /// `notifications` member, e.g. `{"toolsListChanged": true}`); its
+    /// [`Call::next`] yields the acknowledgment, then each notification.
+    pub async fn listen(&self, filter: Value) -> Result<Call, Error> {
+        let mut call = self.call(wire::LISTEN, &serde_json::json!({"notifications": filter})).await?;
+        // A long-lived stream: no request deadline.
+        call.deadline = tokio::time::Instant::now() + LISTEN_DEADLINE;
+        Ok(call)
+    }
+
+    /// Ends the session: closes the connection (`GOAWAY` once no stream is
+    /// open, then the child's stdin; a connection still busy after
+    /// [`HostConfig::exit_grace`] is dropped), waits the same grace for the
+    /// child, then sends `SIGTERM` to its tree (unix) and waits again, then
+    /// kills the tree (whatever the child left in it too). Returns the exit
+    /// status and the whole stderr tail (read to EOF, within the grace).
+    pub async fn shutdown(self) -> Ended {
+        let Client { send, shared, config, mut connection, stderr_drain, .. } = self;
+        drop(send);
+        if tokio::time::timeout(config.exit_grace, &mut connection).await.is_err() {
+            connection.abort();
+            let _ = connection.await;
+        }
+        let mut status = {
+            let mut child = shared.child.lock().await;
+            let mut status = tokio::time::timeout(config.exit_grace, child.wait()).await.ok().and_then(Result::ok);
+            if status.is_none() {
+                let _ = shared.killer.terminate();
+                status = tokio::time::timeout(config.exit_grace, child.wait()).await.ok().and_then(Result::ok);
+            }
+            status
+        };
+        let _ = shared.killer.kill();
+        if status.is_none() {
+            let mut child = shared.child.lock().await;
+            status = tokio::time::timeout(config.exit_grace, child.wait()).await.ok().and_then(Result::ok);
+        }
+        let _ = tokio::time::timeout(config.exit_grace, stderr_drain).await;
+        Ended { exit_status: status, stderr_tail: shared.stderr_tail(), counters: counters_of(&shared) }
+    }
+
+    /// The child's pid, while it has not been reaped.
+    pub async fn pid(&self) -> Option<u32> {
+        self.shared.child.lock().await.id()
+    }
+}
+
+/// What [`Client::shutdown`] found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Ended {
+    /// The child's exit status, if it exited (or was killed) within the graces.
+    pub exit_status: Option<ExitStatus>,
+    /// The end of its stderr.
+    pub stderr_tail: String,
+    /// The counters at the end.
+    pub counters: HostCounters,
+}

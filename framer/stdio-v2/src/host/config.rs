@@ -1,0 +1,87 @@
+//! The host's limits and deadlines.
+
+use std::time::Duration;
+
+use mcp_framer_jsonrpc::protocol::NEWEST_LEGACY;
+
+/// The host's limits and deadlines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostConfig {
+    /// The transport limit on each response body and each event-stream
+    /// event, in bytes. Default 16 MiB (the newline transport's default).
+    pub max_receive: usize,
+    /// How long the child has to answer the HTTP/2 preface. Default 10 s.
+    pub startup_timeout: Duration,
+    /// A request's deadline, from its send. Default 120 s.
+    pub request_timeout: Duration,
+    /// How long a write to the child's stdin may stay pending before the
+    /// session ends. Default 30 s.
+    pub write_timeout: Duration,
+    /// Bytes of stderr kept (the tail). Default 64 KiB.
+    pub stderr_tail: usize,
+    /// How long [`Client::shutdown`](super::Client::shutdown) waits for the child after closing the
+    /// connection, and again after `SIGTERM`. Default 2 s.
+    pub exit_grace: Duration,
+    /// The HTTP/2 window of each stream (how much of a response may arrive
+    /// unread). Default 1 MiB.
+    pub stream_window: u32,
+    /// The connection's HTTP/2 window. Default 16 MiB.
+    pub connection_window: u32,
+    /// The `mcp-protocol-version` header of a request whose body has no
+    /// per-request version. Default the newest legacy version.
+    pub protocol_version: &'static str,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            max_receive: mcp_framer::DEFAULT_MAX_FRAME,
+            startup_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(120),
+            write_timeout: Duration::from_secs(30),
+            stderr_tail: 64 << 10,
+            exit_grace: Duration::from_secs(2),
+            stream_window: 1 << 20,
+            connection_window: 16 << 20,
+            protocol_version: NEWEST_LEGACY,
+        }
+    }
+}
+
+impl HostConfig {
+    /// Sets [`HostConfig::max_receive`].
+    #[must_use]
+    pub fn with_max_receive(mut self, bytes: usize) -> HostConfig {
+        self.max_receive = bytes;
+        self
+    }
+
+    /// Sets [`HostConfig::startup_timeout`].
+    #[must_use]
+    pub fn with_startup_timeout(mut self, timeout: Duration) -> HostConfig {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    /// Sets [`HostConfig::request_timeout`].
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> HostConfig {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`HostConfig::write_timeout`].
+    #[must_use]
+    pub fn with_write_timeout(mut self, timeout: Duration) -> HostConfig {
+        self.write_timeout = timeout;
+        self
+    }
+
+    /// Sets [`HostConfig::stream_window`].
+    #[must_use]
+    pub fn with_stream_window(mut self, bytes: u32) -> HostConfig {
+        self.stream_window = bytes;
+        self
+    }
+}
