@@ -3,19 +3,19 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::client::ResponseFuture;
-use h2::{Reason, RecvStream, SendStream};
+use h2::{Reason, SendStream};
 use mcp_framer_jsonrpc::{ErrorObject, Message, OwnedId};
 use mcp_framer_stdio::{Keep, Preview};
 use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use super::body::{self, Piece};
 use super::error::Error;
 use super::shared::{Shared, bump};
-use crate::wire::{self, SseReader};
+use crate::wire;
 
 /// A response: the whole JSON-RPC message, its HTTP status, and the
 /// notifications that came before it on its event stream.
@@ -55,23 +55,35 @@ pub enum Item {
     Response(Response),
 }
 
+/// Where a call's answer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum State {
-    Waiting(ResponseFuture),
-    Early(Option<Result<http::Response<RecvStream>, h2::Error>>),
-    Head(Option<Result<http::Response<RecvStream>, h2::Error>>),
-    Json { body: RecvStream, status: u16 },
-    Events { body: RecvStream, status: u16, ready: std::collections::VecDeque<Bytes> },
+    /// Before the head.
+    Waiting,
+    /// A `200` JSON body is coming.
+    Json { status: u16 },
+    /// A `200` event stream is coming.
+    Events { status: u16 },
+    /// Answered, failed or cancelled.
     Done,
 }
 
 /// A request in flight: its stream. Dropping it before its response (or
 /// calling [`Call::cancel`]) resets the stream, which cancels the request.
+///
+/// Its answer is taken off the connection by a task of its own as it
+/// arrives, whether or not the call is read (see [`Client`](super::Client)
+/// for the bound on what that holds).
 pub struct Call {
     pub(super) id: OwnedId,
     pub(super) method: String,
     pub(super) stream: Option<SendStream<Bytes>>,
     pub(super) state: State,
-    pub(super) sse: Option<SseReader>,
+    /// What the receiving task hands over.
+    pub(super) pieces: mpsc::UnboundedReceiver<Piece>,
+    /// A piece taken early (the head, by `started` or while the body was
+    /// being sent).
+    pub(super) peeked: Option<Piece>,
     pub(super) shared: Arc<Shared>,
     pub(super) max: usize,
     pub(super) deadline: tokio::time::Instant,
@@ -79,6 +91,8 @@ pub struct Call {
     pub(super) finished: bool,
     /// The answer came before the request body was all sent.
     pub(super) body_unfinished: bool,
+    /// The call's place among [`HostConfig::max_calls`](super::HostConfig::max_calls).
+    pub(super) slot: Option<OwnedSemaphorePermit>,
 }
 
 impl fmt::Debug for Call {
@@ -99,11 +113,17 @@ impl Call {
         self.reset();
     }
 
+    /// Marks the call answered: its slot is given back.
+    fn finish(&mut self) {
+        self.finished = true;
+        self.state = State::Done;
+        self.slot = None;
+    }
+
     /// Resets the stream if the call is not finished; counted as a
     /// cancellation when `cancel` is set.
     fn reset_as(&mut self, cancel: bool) {
         if !self.finished {
-            self.finished = true;
             if cancel {
                 bump(&self.shared.counters.cancelled);
             }
@@ -111,43 +131,61 @@ impl Call {
                 stream.send_reset(Reason::CANCEL);
             }
         }
-        self.state = State::Done;
+        self.finish();
     }
 
     fn reset(&mut self) {
         self.reset_as(true);
     }
 
+    /// The next piece of the answer, within the deadline.
+    pub(super) async fn piece(&mut self) -> Result<Piece, Error> {
+        if let Some(piece) = self.peeked.take() {
+            return Ok(piece);
+        }
+        match tokio::time::timeout_at(self.deadline, self.pieces.recv()).await {
+            Err(_) => Err(self.timed_out()),
+            Ok(Some(piece)) => Ok(piece),
+            Ok(None) => {
+                self.finish();
+                Err(self.shared.closed("the answer's stream ended").await)
+            }
+        }
+    }
+
     /// Waits for the answer's head (its status), without reading its body:
     /// from then on the response is being sent.
     pub async fn started(&mut self) -> Result<u16, Error> {
-        if let State::Waiting(_) | State::Early(_) = self.state {
-            let answer = self.head().await?;
-            let status = answer.status().as_u16();
-            self.state = State::Head(Some(Ok(answer)));
-            return Ok(status);
+        if let Some(Piece::Head { status, .. }) = &self.peeked {
+            return Ok(*status);
         }
-        Err(Error::Protocol { status: 0, detail: "the answer's head was already read".into() })
+        if self.state != State::Waiting {
+            return Err(Error::Protocol { status: 0, detail: "the answer's head was already read".into() });
+        }
+        match self.piece().await? {
+            Piece::Head { status, content_type } => {
+                self.peeked = Some(Piece::Head { status, content_type });
+                Ok(status)
+            }
+            other => Err(self.failure(other).await),
+        }
     }
 
-    /// Waits for the answer's head.
-    pub(super) async fn head(&mut self) -> Result<http::Response<RecvStream>, Error> {
-        let answer = match &mut self.state {
-            State::Waiting(response) => match tokio::time::timeout_at(self.deadline, response).await {
-                Ok(answer) => answer,
-                Err(_) => return Err(self.timed_out()),
-            },
-            State::Early(answer) | State::Head(answer) => {
-                answer.take().unwrap_or_else(|| Err(h2::Error::from(Reason::INTERNAL_ERROR)))
+    /// The error a piece that ends the call early carries.
+    pub(super) async fn failure(&mut self, piece: Piece) -> Error {
+        match piece {
+            Piece::TooLarge(seen) => self.too_large(seen),
+            Piece::Failed(e) => {
+                self.finish();
+                self.shared.stream_failed(e, "the request's stream failed").await
             }
-            _ => return Err(Error::Protocol { status: 0, detail: "the answer's head was already read".into() }),
-        };
-        match answer {
-            Ok(answer) => Ok(answer),
-            Err(e) => {
-                self.finished = true;
-                self.state = State::Done;
-                Err(self.shared.stream_failed(e, "the request's stream failed").await)
+            Piece::Ended => {
+                self.finish();
+                self.shared.closed("the event stream ended without a response").await
+            }
+            Piece::Head { .. } | Piece::Body(_) | Piece::Event(..) => {
+                self.finish();
+                Error::Protocol { status: 0, detail: "the answer came out of order".into() }
             }
         }
     }
@@ -160,23 +198,19 @@ impl Call {
     fn too_large(&mut self, seen: u64) -> Error {
         bump(&self.shared.counters.oversize_responses);
         // Not a cancellation: the server did answer, too largely.
-        self.finished = false;
         self.reset_as(false);
         Error::ResponseTooLarge { method: self.method.clone(), seen, max: self.max }
     }
 
-    /// The error an answer that is not a success carries.
-    pub(super) async fn error_from(&mut self, answer: http::Response<RecvStream>) -> Option<Error> {
-        let status = answer.status().as_u16();
-        let mut body = answer.into_body();
-        let bytes = match read_limited(&mut body, self.max, self.deadline, &self.shared.counters.body_bytes).await {
-            Ok(bytes) => bytes,
-            Err(ReadEnd::TooLarge(seen)) => return Some(self.too_large(seen)),
-            Err(ReadEnd::TimedOut) => return Some(self.timed_out()),
-            Err(ReadEnd::Failed(e)) => {
-                return Some(self.shared.stream_failed(e, "the answer's body failed").await);
-            }
+    /// The error an answer that is not a success carries (its body read
+    /// under the limit).
+    pub(super) async fn error_from(&mut self, status: u16) -> Option<Error> {
+        let bytes = match self.piece().await {
+            Ok(Piece::Body(bytes)) => bytes,
+            Ok(other) => return Some(self.failure(other).await),
+            Err(e) => return Some(e),
         };
+        self.finish();
         match serde_json::from_slice::<Value>(&bytes).ok().and_then(|mut v| v.get_mut("error").map(Value::take)) {
             Some(error) => serde_json::from_value(error).ok().map(|error| Error::Rpc { status, error }),
             None if bytes.is_empty() => None,
@@ -190,94 +224,46 @@ impl Call {
     /// (then `None`). A JSON-RPC error response is [`Error::Rpc`].
     pub async fn next(&mut self) -> Option<Result<Item, Error>> {
         loop {
-            match &mut self.state {
-                State::Done => return None,
-                State::Waiting(_) | State::Early(_) | State::Head(_) => {
-                    let answer = match self.head().await {
-                        Ok(answer) => answer,
-                        Err(e) => return Some(Err(e)),
-                    };
-                    let status = answer.status().as_u16();
-                    let content_type = answer
-                        .headers()
-                        .get(http::header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("")
-                        .to_owned();
-                    let declared = answer
-                        .headers()
-                        .get(http::header::CONTENT_LENGTH)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse::<u64>().ok());
-                    if let Some(len) = declared
-                        && len > self.max as u64
-                    {
-                        return Some(Err(self.too_large(len)));
-                    }
-                    if status == 200 && content_type.starts_with(wire::EVENT_STREAM) {
-                        self.sse = Some(SseReader::new(self.max));
-                        self.state = State::Events { body: answer.into_body(), status, ready: Default::default() };
-                    } else if status == 200 && content_type.starts_with(wire::JSON) {
-                        self.state = State::Json { body: answer.into_body(), status };
+            let state = self.state;
+            if state == State::Done {
+                return None;
+            }
+            let piece = match self.piece().await {
+                Ok(piece) => piece,
+                Err(e) => return Some(Err(e)),
+            };
+            match (state, piece) {
+                (State::Waiting, Piece::Head { status, content_type }) => {
+                    if status == 200 && body::is(&content_type, wire::EVENT_STREAM) {
+                        self.state = State::Events { status };
+                    } else if status == 200 && body::is(&content_type, wire::JSON) {
+                        self.state = State::Json { status };
                     } else {
-                        self.finished = true;
-                        self.state = State::Done;
-                        let error = self.error_from(answer).await.unwrap_or(Error::Protocol {
+                        let error = self.error_from(status).await.unwrap_or(Error::Protocol {
                             status,
                             detail: format!("no JSON-RPC answer (content type {content_type:?})"),
                         });
+                        self.finish();
                         return Some(Err(error));
                     }
                 }
-                State::Json { body, status } => {
-                    let status = *status;
-                    let read = read_limited(body, self.max, self.deadline, &self.shared.counters.body_bytes).await;
-                    self.finished = true;
-                    self.state = State::Done;
-                    return Some(match read {
-                        Ok(bytes) => self.final_message(bytes, status, Vec::new()).map(Item::Response),
-                        Err(ReadEnd::TooLarge(seen)) => Err(self.too_large(seen)),
-                        Err(ReadEnd::TimedOut) => Err(self.timed_out()),
-                        Err(ReadEnd::Failed(e)) => Err(self.shared.stream_failed(e, "the response body failed").await),
-                    });
+                (State::Json { status }, Piece::Body(bytes)) => {
+                    self.finish();
+                    return Some(self.final_message(bytes, status, Vec::new()).map(Item::Response));
                 }
-                State::Events { body, status, ready } => {
-                    if let Some(event) = ready.pop_front() {
-                        let status = *status;
-                        let is_response = mcp_framer_jsonrpc::parse(&event)
-                            .map(|m| matches!(m, Message::Response { .. } | Message::ErrorResponse { .. }))
-                            .unwrap_or(false);
-                        if is_response {
-                            self.finished = true;
-                            self.state = State::Done;
-                            return Some(self.final_message(event, status, Vec::new()).map(Item::Response));
-                        }
-                        bump(&self.shared.counters.events);
-                        return Some(Ok(Item::Notification(event)));
+                (State::Events { status }, Piece::Event(event, permit)) => {
+                    drop(permit);
+                    let is_response = mcp_framer_jsonrpc::parse(&event)
+                        .map(|m| matches!(m, Message::Response { .. } | Message::ErrorResponse { .. }))
+                        .unwrap_or(false);
+                    if is_response {
+                        self.finish();
+                        return Some(self.final_message(event, status, Vec::new()).map(Item::Response));
                     }
-                    let chunk = match tokio::time::timeout_at(self.deadline, body.data()).await {
-                        Err(_) => return Some(Err(self.timed_out())),
-                        Ok(None) => {
-                            self.finished = true;
-                            self.state = State::Done;
-                            return Some(Err(self.shared.closed("the event stream ended without a response").await));
-                        }
-                        Ok(Some(Err(e))) => {
-                            self.finished = true;
-                            self.state = State::Done;
-                            return Some(Err(self.shared.stream_failed(e, "the event stream failed").await));
-                        }
-                        Ok(Some(Ok(chunk))) => chunk,
-                    };
-                    let _ = body.flow_control().release_capacity(chunk.len());
-                    self.shared.counters.body_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                    let mut out = Vec::new();
-                    let pushed = self.sse.as_mut().map(|sse| sse.push(&chunk, &mut out)).unwrap_or(Ok(()));
-                    if let Err(too_large) = pushed {
-                        return Some(Err(self.too_large(too_large.seen)));
-                    }
-                    ready.extend(out);
+                    bump(&self.shared.counters.events);
+                    return Some(Ok(Item::Notification(event)));
                 }
+                (_, piece) => return Some(Err(self.failure(piece).await)),
             }
         }
     }
@@ -288,6 +274,16 @@ impl Call {
             status,
             detail: format!("the response is not JSON-RPC ({e}): {}", Preview::new(&bytes, Keep::Head(256))),
         })?;
+        let answered = message.id().map(|id| id.clone().into_owned());
+        // An error about a request the server could not read says `null`.
+        let null_error = answered.is_none() && matches!(message, Message::ErrorResponse { .. });
+        if !null_error && answered.as_ref() != Some(&self.id) {
+            return Err(Error::WrongId {
+                expected: self.id.clone(),
+                got: answered,
+                preview: Preview::new(&bytes, Keep::Head(256)).to_text(),
+            });
+        }
         match message {
             Message::Response { .. } => Ok(Response { status, message: bytes.clone(), notifications }),
             Message::ErrorResponse { .. } => {
@@ -325,34 +321,5 @@ impl Drop for Call {
         {
             stream.send_reset(Reason::CANCEL);
         }
-    }
-}
-
-enum ReadEnd {
-    TooLarge(u64),
-    TimedOut,
-    Failed(h2::Error),
-}
-
-/// Reads a body under `max` bytes, counting DATA as it arrives.
-async fn read_limited(
-    body: &mut RecvStream,
-    max: usize,
-    deadline: tokio::time::Instant,
-    received: &AtomicU64,
-) -> Result<Bytes, ReadEnd> {
-    let mut bytes = Vec::new();
-    loop {
-        let chunk = match tokio::time::timeout_at(deadline, body.data()).await {
-            Err(_) => return Err(ReadEnd::TimedOut),
-            Ok(None) => return Ok(Bytes::from(bytes)),
-            Ok(Some(chunk)) => chunk.map_err(ReadEnd::Failed)?,
-        };
-        let _ = body.flow_control().release_capacity(chunk.len());
-        received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        if bytes.len() + chunk.len() > max {
-            return Err(ReadEnd::TooLarge((bytes.len() + chunk.len()) as u64));
-        }
-        bytes.extend_from_slice(&chunk);
     }
 }

@@ -13,7 +13,9 @@ use mcp_framer_jsonrpc::{Encoder, Id, OwnedId};
 use mcp_framer_stdio::tree::Killer;
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc};
 
+use super::body;
 use super::call::{Call, Response, State};
 use super::config::HostConfig;
 use super::error::Error;
@@ -31,6 +33,8 @@ pub struct Client {
     shared: Arc<Shared>,
     config: HostConfig,
     next_id: AtomicI64,
+    /// One permit per call in flight ([`HostConfig::max_calls`]).
+    slots: Arc<Semaphore>,
     encoder: Encoder,
     connection: tokio::task::JoinHandle<()>,
     stderr_drain: tokio::task::JoinHandle<()>,
@@ -58,7 +62,9 @@ impl Client {
     pub async fn spawn(command: tokio::process::Command, config: HostConfig) -> Result<Client, Error> {
         let Started { send, shared, connection, stderr_drain } = startup::start(command, &config).await?;
         let shared_killer = shared.killer.clone();
+        let slots = Arc::new(Semaphore::new(config.max_calls.clamp(1, Semaphore::MAX_PERMITS)));
         Ok(Client {
+            slots,
             send,
             shared,
             config,
@@ -75,9 +81,10 @@ impl Client {
         counters_of(&self.shared)
     }
 
-    /// The end of the child's stderr so far (at most
-    /// [`HostConfig::stderr_tail`] bytes, after a marker line when earlier
-    /// bytes were dropped).
+    /// The end of the child's stderr so far, as text: empty when it wrote
+    /// nothing; what it wrote, plain, when all of it is kept; the last
+    /// [`HostConfig::stderr_tail`] bytes after a marker line saying how many
+    /// earlier bytes were dropped otherwise (as the newline host's).
     pub fn stderr_tail(&self) -> String {
         self.shared.stderr_tail()
     }
@@ -134,7 +141,13 @@ impl Client {
         let request = request.body(()).map_err(|e| Error::Protocol { status: 0, detail: e.to_string() })?;
         let deadline = tokio::time::Instant::now() + self.config.request_timeout;
         let timed_out = || Error::TimedOut { method: method.to_owned(), after: self.config.request_timeout };
-        // Waits while the server's stream limit is reached, within the deadline.
+        // Waits for a slot among `max_calls`, then while the server's stream
+        // limit is reached, within the deadline.
+        let slot = match tokio::time::timeout_at(deadline, Arc::clone(&self.slots).acquire_owned()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) => return Err(self.shared.closed("the session is closed").await),
+            Err(_) => return Err(timed_out()),
+        };
         let mut send = match tokio::time::timeout_at(deadline, self.send.clone().ready()).await {
             Ok(Ok(send)) => send,
             Ok(Err(_)) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
@@ -144,36 +157,41 @@ impl Client {
             Ok(pair) => pair,
             Err(_) => return Err(self.shared.closed("the HTTP/2 connection is closed").await),
         };
+        // The answer is taken off the connection as it arrives, read or not.
+        let (tx, pieces) = mpsc::unbounded_channel();
+        let max = self.config.max_receive;
+        tokio::spawn(body::receive(response, tx, max, body::event_budget(max), Arc::clone(&self.shared)));
         let mut call = Call {
             id,
             method: method.to_owned(),
             stream: None,
-            state: State::Waiting(response),
-            sse: None,
+            state: State::Waiting,
+            pieces,
+            peeked: None,
             shared: Arc::clone(&self.shared),
-            max: self.config.max_receive,
+            max,
             deadline,
             timeout: self.config.request_timeout,
             finished: false,
             body_unfinished: false,
+            slot: Some(slot),
         };
         if !body.is_empty() {
             // Send the body within the window; an early answer (a 413) ends it.
-            let State::Waiting(response) = &mut call.state else { unreachable!() };
             let early = tokio::time::timeout_at(deadline, async {
                 tokio::select! {
                     sent = send_data(&mut stream, body, true) => { let _ = sent; None }
-                    answer = response => Some(answer),
+                    piece = call.pieces.recv() => Some(piece),
                 }
             })
             .await;
             match early {
                 Ok(None) => {}
-                Ok(Some(answer)) => {
+                Ok(Some(piece)) => {
                     // Answered before the whole body was taken (a 413): stop
                     // sending; the stream is reset once the answer is read.
                     call.body_unfinished = true;
-                    call.state = State::Early(Some(answer));
+                    call.peeked = piece;
                 }
                 Err(_) => {
                     call.stream = Some(stream);
@@ -194,15 +212,16 @@ impl Client {
         headers.insert(http::header::CONTENT_LENGTH, body.len().into());
         bump(&self.shared.counters.notifications);
         let mut call = self.post(Id::Number(0), method, headers, Bytes::from(body)).await?;
-        let answer = call.head().await?;
-        call.finished = true;
-        match answer.status() {
-            StatusCode::ACCEPTED => Ok(()),
-            status => Err(call.error_from(answer).await.unwrap_or(Error::Protocol {
-                status: status.as_u16(),
-                detail: "a notification's answer must be 202".into(),
-            })),
+        let status = call.started().await?;
+        call.peeked = None;
+        if status == StatusCode::ACCEPTED.as_u16() {
+            call.finished = true;
+            return Ok(());
         }
+        Err(call
+            .error_from(status)
+            .await
+            .unwrap_or(Error::Protocol { status, detail: "a notification's answer must be 202".into() }))
     }
 
     /// Opens the `subscriptions/listen` stream with `filter` (the request's

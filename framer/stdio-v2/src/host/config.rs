@@ -26,8 +26,18 @@ pub struct HostConfig {
     /// The HTTP/2 window of each stream (how much of a response may arrive
     /// unread). Default 1 MiB.
     pub stream_window: u32,
-    /// The connection's HTTP/2 window. Default 16 MiB.
+    /// The connection's HTTP/2 window. Default 16 MiB. The window used is
+    /// at least `(max_calls + 1) × stream_window` (see
+    /// [`HostConfig::effective_connection_window`]), so that calls whose
+    /// event budget is full, each holding at most one stream window, can
+    /// never take the whole connection window.
     pub connection_window: u32,
+    /// Calls in flight at once (requests whose [`Call`](super::Call) is
+    /// alive and unanswered, listen streams included); a call past it waits
+    /// for a slot within its deadline. Each call holds at most about
+    /// `2 × max_receive` bytes whether or not it is read, so this bounds
+    /// the host's memory (STDIO-V2.md gives the formula). Default 64.
+    pub max_calls: usize,
     /// The `mcp-protocol-version` header of a request whose body has no
     /// per-request version. Default the newest legacy version.
     pub protocol_version: &'static str,
@@ -44,6 +54,7 @@ impl Default for HostConfig {
             exit_grace: Duration::from_secs(2),
             stream_window: 1 << 20,
             connection_window: 16 << 20,
+            max_calls: 64,
             protocol_version: NEWEST_LEGACY,
         }
     }
@@ -76,6 +87,21 @@ impl HostConfig {
     pub fn with_write_timeout(mut self, timeout: Duration) -> HostConfig {
         self.write_timeout = timeout;
         self
+    }
+
+    /// Sets [`HostConfig::max_calls`].
+    #[must_use]
+    pub fn with_max_calls(mut self, calls: usize) -> HostConfig {
+        self.max_calls = calls;
+        self
+    }
+
+    /// The connection window the host announces:
+    /// `max(connection_window, (max_calls + 1) × stream_window)`, at most
+    /// 2^31 − 1 (HTTP/2's largest).
+    pub fn effective_connection_window(&self) -> u32 {
+        let floor = (self.max_calls.max(1) as u64 + 1) * u64::from(self.stream_window);
+        floor.max(u64::from(self.connection_window)).min((1 << 31) - 1) as u32
     }
 
     /// Sets [`HostConfig::stream_window`].

@@ -5,7 +5,7 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_framer_jsonrpc::{EncodeError, ErrorObject};
+use mcp_framer_jsonrpc::{EncodeError, ErrorObject, OwnedId};
 use mcp_framer_stdio::{Keep, Preview};
 
 /// Why a call (or the session) failed.
@@ -72,6 +72,16 @@ pub enum Error {
         /// The reset's error code.
         reason: String,
     },
+    /// The response's id is not its request's (a server that mixed up its
+    /// answers); the call fails, the session goes on.
+    WrongId {
+        /// The request's id.
+        expected: OwnedId,
+        /// The response's id (`None`: absent).
+        got: Option<OwnedId>,
+        /// A bounded preview of the response.
+        preview: String,
+    },
     /// The message could not be encoded.
     Encode(EncodeError),
     /// The session ended: why, the exit status and the stderr tail.
@@ -131,6 +141,11 @@ impl fmt::Display for Error {
             ),
             Error::TimedOut { method, after } => write!(f, "{method} got no response within {after:?}; cancelled"),
             Error::Reset { reason } => write!(f, "the server reset the request's stream ({reason})"),
+            Error::WrongId { expected, got, preview } => write!(
+                f,
+                "the response's id {} is not the request's ({expected:?}): {preview}",
+                got.as_ref().map_or_else(|| "(none)".to_owned(), |id| format!("{id:?}"))
+            ),
             Error::Encode(e) => write!(f, "the message could not be encoded: {e}"),
             Error::Closed(closed) => write!(f, "{closed}"),
         }

@@ -81,6 +81,7 @@
 //! # }
 //! ```
 
+mod body;
 mod call;
 mod client;
 mod config;

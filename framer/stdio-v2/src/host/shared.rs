@@ -63,7 +63,7 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn stderr_tail(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).preview_partial().to_text()
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).preview().to_text()
     }
 
     /// The session's end as an error (waits briefly for the exit status).

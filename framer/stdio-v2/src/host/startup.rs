@@ -121,7 +121,10 @@ pub(super) async fn start(mut command: tokio::process::Command, config: &HostCon
     let mut builder = h2::client::Builder::new();
     builder
         .initial_window_size(config.stream_window)
-        .initial_connection_window_size(config.connection_window)
+        .initial_connection_window_size(config.effective_connection_window())
+        // A server may not push (RFC 9113, 8.4): a PUSH_PROMISE is a
+        // connection error.
+        .enable_push(false)
         .max_send_buffer_size(1 << 20);
     let handshake = tokio::time::timeout(config.startup_timeout, builder.handshake::<_, Bytes>(io)).await;
     let (send, connection) = match handshake {
