@@ -38,6 +38,12 @@ pub struct HostConfig {
     /// `2 × max_receive` bytes whether or not it is read, so this bounds
     /// the host's memory (STDIO-V2.md gives the formula). Default 64.
     pub max_calls: usize,
+    /// The most bytes of one answer's header list (HPACK-decoded, as
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE` counts them) the host takes: a
+    /// larger head fails its call (`REFUSED_STREAM`: [`Error::Reset`](super::Error::Reset)),
+    /// or the session when its raw block alone is larger. Default 64 KiB
+    /// (h2's own default is 16 MiB).
+    pub max_header_list: u32,
     /// The `mcp-protocol-version` header of a request whose body has no
     /// per-request version. Default the newest legacy version.
     pub protocol_version: &'static str,
@@ -55,6 +61,7 @@ impl Default for HostConfig {
             stream_window: 1 << 20,
             connection_window: 16 << 20,
             max_calls: 64,
+            max_header_list: 64 << 10,
             protocol_version: NEWEST_LEGACY,
         }
     }

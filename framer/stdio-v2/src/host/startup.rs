@@ -125,6 +125,7 @@ pub(super) async fn start(mut command: tokio::process::Command, config: &HostCon
         // A server may not push (RFC 9113, 8.4): a PUSH_PROMISE is a
         // connection error.
         .enable_push(false)
+        .max_header_list_size(config.max_header_list)
         .max_send_buffer_size(1 << 20);
     let handshake = tokio::time::timeout(config.startup_timeout, builder.handshake::<_, Bytes>(io)).await;
     let (send, connection) = match handshake {
