@@ -15,6 +15,10 @@
 // `tools/call`; notifications are answered 202. Tools:
 //   echo  {text}            the text back, as one text block
 //   big   {bytes}           a text block of `bytes` bytes of "x"
+//   where {region, query}   `region` carries `x-mcp-header: Region`; says
+//                           what the Mcp-Param-Region header said
+//   broken {n}              an invalid `x-mcp-header` (on a number): a
+//                           conforming client drops it from tools/list
 //   slow  {count, ms}       `count` progress notifications `ms` apart on an
 //                           event stream (when the call has a progressToken),
 //                           then "slow done"; a reset stream stops it
@@ -33,7 +37,8 @@
 //                           body says (what mcp-probe must call a FAIL)
 //   --wrong-id              answers `tools/call` with another id
 //
-// stderr: one line per event worth knowing, and `node_h2_server: stopped`.
+// stderr: `request METHOD headers {mcp-*} meta {_meta}` for each request,
+// one line per other event worth knowing, and `node_h2_server: stopped`.
 import http2 from "node:http2";
 import { Duplex } from "node:stream";
 
@@ -54,6 +59,8 @@ const log = (line) => process.stderr.write(`node_h2_server: ${line}\n`);
 const tools = [
   { name: "echo", description: "Echo `text`", inputSchema: { type: "object", properties: { text: { type: "string" } } } },
   { name: "big", description: "`bytes` bytes of text", inputSchema: { type: "object", properties: { bytes: { type: "integer" } } } },
+  { name: "where", description: "Says where it ran; `region` mirrored into Mcp-Param-Region", inputSchema: { type: "object", properties: { region: { type: "string", "x-mcp-header": "Region" }, query: { type: "string" } } } },
+  { name: "broken", description: "An x-mcp-header on a number: clients must drop this tool", inputSchema: { type: "object", properties: { n: { type: "number", "x-mcp-header": "N" } } } },
   { name: "slow", description: "`count` progress events `ms` apart", inputSchema: { type: "object", properties: { count: { type: "integer" }, ms: { type: "integer" } } } },
 ];
 
@@ -93,6 +100,8 @@ async function serve(stream, headers, message) {
     stream.end();
     return;
   }
+  const mcp = Object.fromEntries(Object.entries(headers).filter(([k]) => k.startsWith("mcp-")));
+  log(`request ${method} headers ${JSON.stringify(mcp)} meta ${JSON.stringify(params?._meta ?? null)}`);
   const problem = checkHeaders(headers, message);
   if (problem) return answerJson(stream, 400, error(id, -32020, problem));
   switch (method) {
@@ -113,6 +122,8 @@ async function serve(stream, headers, message) {
   switch (params?.name) {
     case "echo":
       return answerJson(stream, 200, result(id, text(String(a.text ?? ""))));
+    case "where":
+      return answerJson(stream, 200, result(id, text(`ran in ${a.region} (header ${headers["mcp-param-region"]})`)));
     case "big":
       return answerJson(stream, 200, result(id, text("x".repeat(Number(a.bytes ?? 0)))));
     case "slow": {

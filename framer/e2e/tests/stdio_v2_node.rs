@@ -55,7 +55,14 @@ async fn calls_concurrent_calls_beside_a_stream_and_a_reset() {
     watchdog(WATCHDOG, "node http2 server: calls", async {
         let client = Arc::new(spawn(node, &[], HostConfig::default()).await);
         let tools = client.request("tools/list", &json!({})).await.unwrap();
-        assert_eq!(tools.result()["tools"].as_array().map(Vec::len), Some(3));
+        let names: Vec<_> = tools.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["echo", "big", "where", "slow"], "the tool with an invalid x-mcp-header is dropped");
+        assert_eq!(client.counters().tools_rejected, 1);
         echo(&client, "Hello, 世界 \"quoted\" \\ back").await;
         let big = client.request("tools/call", &call_params("big", json!({"bytes": 3 << 20}))).await.unwrap();
         assert_eq!(big.text().len(), 3 << 20);
@@ -196,6 +203,40 @@ async fn without_header_checks_it_serves_what_the_body_says() {
         let response = call.unwrap().response().await.expect("served");
         assert_eq!(response.result(), json!({}));
         client.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_carry_the_modern_meta_and_mcp_param_headers_or_the_old_shape() {
+    let Some(node) = node() else { return };
+    watchdog(WATCHDOG, "node http2 server: _meta and Mcp-Param", async {
+        let client = spawn(node, &[], HostConfig::default()).await;
+        client.request("tools/list", &json!({})).await.unwrap();
+        let params = call_params("where", json!({"region": "us-west1", "query": "SELECT 1"}));
+        let response = client.request("tools/call", &params).await.unwrap();
+        assert_eq!(response.text(), "ran in us-west1 (header us-west1)");
+        let params = call_params("where", json!({"region": "Zürich"}));
+        let response = client.request("tools/call", &params).await.unwrap();
+        assert_eq!(response.text(), "ran in Zürich (header =?base64?WsO8cmljaA==?=)");
+        let ended = client.shutdown().await;
+        let line = ended.stderr_tail.lines().find(|l| l.contains("request tools/call")).expect("logged").to_owned();
+        for needle in [
+            r#""mcp-protocol-version":"2026-07-28""#,
+            r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#,
+            r#""io.modelcontextprotocol/clientCapabilities":{}"#,
+            r#""io.modelcontextprotocol/clientInfo":{"name":"mcp-framer-stdio-v2""#,
+            r#""mcp-name":"where""#,
+        ] {
+            assert!(line.contains(needle), "{needle} missing from {line}");
+        }
+
+        // The old shape, when asked for: no `_meta`, the legacy version.
+        let client = spawn(node, &[], HostConfig::default().with_protocol_version("2025-11-25")).await;
+        echo(&client, "old shape").await;
+        let ended = client.shutdown().await;
+        let line = ended.stderr_tail.lines().find(|l| l.contains("request tools/call")).expect("logged").to_owned();
+        assert!(line.contains(r#""mcp-protocol-version":"2025-11-25""#) && line.ends_with("meta null"), "{line}");
     })
     .await;
 }

@@ -3,13 +3,14 @@
 use std::fmt;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
 use http::{HeaderMap, Method, Request, StatusCode};
-use mcp_framer_jsonrpc::{Encoder, Id, OwnedId};
+use mcp_framer_jsonrpc::protocol::{Era, NEWEST_LEGACY};
+use mcp_framer_jsonrpc::{EncodeError, Encoder, Id, OwnedId};
 use mcp_framer_stdio::tree::Killer;
 use serde::Serialize;
 use serde_json::Value;
@@ -19,6 +20,7 @@ use super::body;
 use super::call::{Call, Response, State};
 use super::config::HostConfig;
 use super::error::Error;
+use super::headers::{self, ToolHeaders};
 use super::shared::{HostCounters, Shared, bump, counters_of};
 use super::startup::{self, Started};
 use crate::io::send_data;
@@ -33,6 +35,10 @@ pub struct Client {
     shared: Arc<Shared>,
     config: HostConfig,
     next_id: AtomicI64,
+    /// The session opened with `initialize`: no modern `_meta` is added.
+    legacy_session: AtomicBool,
+    /// The `x-mcp-header` annotations seen in `tools/list` results.
+    tool_headers: ToolHeaders,
     /// One permit per call in flight ([`HostConfig::max_calls`]).
     slots: Arc<Semaphore>,
     encoder: Encoder,
@@ -69,6 +75,8 @@ impl Client {
             shared,
             config,
             next_id: AtomicI64::new(1),
+            legacy_session: AtomicBool::new(false),
+            tool_headers: ToolHeaders::default(),
             encoder: Encoder::unlimited(),
             connection,
             stderr_drain,
@@ -92,31 +100,90 @@ impl Client {
     /// Sends a request and waits for its response (notifications that come
     /// on its event stream are kept in [`Response::notifications`]). A JSON-RPC
     /// error is [`Error::Rpc`]. Dropping the future cancels the request.
+    ///
+    /// A `tools/list` result is read for `x-mcp-header` annotations (later
+    /// `tools/call`s carry the `Mcp-Param-{Name}` headers they ask for); a
+    /// tool whose annotations break the rules is removed from the result,
+    /// as the 2026-07-28 text requires, counted in
+    /// [`HostCounters::tools_rejected`] and logged (`tracing` warning).
     pub async fn request<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Response, Error> {
-        self.call(method, params).await?.response().await
+        let mut response = self.call(method, params).await?.response().await?;
+        if method == "tools/list" {
+            self.learn_tools(&mut response);
+        }
+        Ok(response)
+    }
+
+    /// Records the tools' `x-mcp-header` annotations of a `tools/list`
+    /// result and removes the invalid tools from it.
+    fn learn_tools(&self, response: &mut Response) {
+        let Ok(mut message) = serde_json::from_slice::<Value>(&response.message) else { return };
+        let invalid = self.tool_headers.learn(&message["result"]);
+        if invalid.is_empty() {
+            return;
+        }
+        for (tool, why) in &invalid {
+            tracing::warn!(tool = %tool, "stdio-v2 host: tool definition rejected: {why}");
+            bump(&self.shared.counters.tools_rejected);
+        }
+        if let Some(tools) = message["result"]["tools"].as_array_mut() {
+            tools.retain(|t| !invalid.iter().any(|(name, _)| t["name"].as_str() == Some(name)));
+        }
+        if let Ok(bytes) = serde_json::to_vec(&message) {
+            response.message = Bytes::from(bytes);
+        }
     }
 
     /// Sends a request and returns its [`Call`]: the streaming form.
     pub async fn call<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<Call, Error> {
         let id = Id::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let body = self.encoder.request(&id, method, params).map_err(Error::Encode)?;
+        let legacy = self.legacy_session.load(Ordering::Relaxed);
+        if headers::opens_legacy(method) {
+            self.legacy_session.store(true, Ordering::Relaxed);
+        }
+        let params = serde_json::to_value(params).map_err(|e| Error::Encode(EncodeError::Serialize(e)))?;
+        let config = &self.config;
+        let params = if headers::modern_meta_for(method, config.protocol_version, legacy) {
+            headers::with_request_meta(
+                params,
+                config.protocol_version,
+                &config.client_capabilities,
+                &config.client_info,
+            )
+        } else {
+            params
+        };
+        let body = self.encoder.request(&id, method, &params).map_err(Error::Encode)?;
         bump(&self.shared.counters.requests);
-        self.call_raw(id, method, body).await
+        let mut headers = self.headers_for(method, &body, legacy);
+        if method == "tools/call"
+            && let Some(tool) = params.get("name").and_then(Value::as_str)
+        {
+            self.tool_headers.add(tool, params.get("arguments"), &mut headers);
+        }
+        self.post(id, method, headers, Bytes::from(body)).await
+    }
+
+    /// The headers of a request body: those [`request_headers`](wire::request_headers)
+    /// builds, and its `content-length`.
+    fn headers_for(&self, method: &str, body: &[u8], legacy: bool) -> HeaderMap {
+        let version = match self.config.protocol_version {
+            v if legacy && Era::of(v) == Era::Modern => NEWEST_LEGACY,
+            v => v,
+        };
+        let mut headers = match mcp_framer_jsonrpc::parse(body) {
+            Ok(message) => wire::request_headers(method, &Params::read(message.payload()), version),
+            Err(_) => wire::request_headers(method, &Params::default(), version),
+        };
+        headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        headers
     }
 
     /// Sends `body` (one JSON-RPC request, as is: the caller chose its id)
     /// with the headers built from it; for tests of what the server does
     /// with odd bodies, headers built for `method`.
     pub async fn call_raw(&self, id: OwnedId, method: &str, body: Vec<u8>) -> Result<Call, Error> {
-        let headers = match mcp_framer_jsonrpc::parse(&body) {
-            Ok(message) => {
-                let params = Params::read(message.payload());
-                wire::request_headers(method, &params, self.config.protocol_version)
-            }
-            Err(_) => wire::request_headers(method, &Params::default(), self.config.protocol_version),
-        };
-        let mut headers = headers;
-        headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        let headers = self.headers_for(method, &body, self.legacy_session.load(Ordering::Relaxed));
         self.post(id, method, headers, Bytes::from(body)).await
     }
 
@@ -208,8 +275,8 @@ impl Client {
         let body = self.encoder.notification(method, params).map_err(Error::Encode)?;
         let message =
             mcp_framer_jsonrpc::parse(&body).map_err(|e| Error::Protocol { status: 0, detail: e.to_string() })?;
-        let mut headers = wire::request_headers(method, &Params::read(message.payload()), self.config.protocol_version);
-        headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        let _ = message;
+        let headers = self.headers_for(method, &body, self.legacy_session.load(Ordering::Relaxed));
         bump(&self.shared.counters.notifications);
         let mut call = self.post(Id::Number(0), method, headers, Bytes::from(body)).await?;
         let status = call.started().await?;

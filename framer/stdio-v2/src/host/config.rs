@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use mcp_framer_jsonrpc::protocol::NEWEST_LEGACY;
+use mcp_framer_jsonrpc::protocol::NEWEST;
 
 /// The host's limits and deadlines.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct HostConfig {
     /// The transport limit on each response body and each event-stream
@@ -44,9 +44,24 @@ pub struct HostConfig {
     /// or the session when its raw block alone is larger. Default 64 KiB
     /// (h2's own default is 16 MiB).
     pub max_header_list: u32,
-    /// The `mcp-protocol-version` header of a request whose body has no
-    /// per-request version. Default the newest legacy version.
+    /// The protocol version the host speaks. A modern one (2026-07-28, the
+    /// default) puts the per-request `_meta` in every request's `params`
+    /// (`io.modelcontextprotocol/protocolVersion`, `…/clientCapabilities`
+    /// from [`HostConfig::client_capabilities`], `…/clientInfo` from
+    /// [`HostConfig::client_info`]; members the caller wrote win), except in
+    /// `initialize`, `ping` and after an `initialize` (which opens the
+    /// legacy era for the session). A legacy one (`2025-11-25`...) sends
+    /// the old shape: no `_meta` added. Either way the
+    /// `mcp-protocol-version` header mirrors the body's version when it has
+    /// one, else says this version (the newest legacy one in a legacy
+    /// session of a modern host).
     pub protocol_version: &'static str,
+    /// `io.modelcontextprotocol/clientCapabilities` of modern requests.
+    /// Default `{}`.
+    pub client_capabilities: serde_json::Value,
+    /// `io.modelcontextprotocol/clientInfo` of modern requests. Default
+    /// this crate's name and version.
+    pub client_info: serde_json::Value,
 }
 
 impl Default for HostConfig {
@@ -62,7 +77,9 @@ impl Default for HostConfig {
             connection_window: 16 << 20,
             max_calls: 64,
             max_header_list: 64 << 10,
-            protocol_version: NEWEST_LEGACY,
+            protocol_version: NEWEST,
+            client_capabilities: serde_json::json!({}),
+            client_info: serde_json::json!({"name": env!("CARGO_PKG_NAME"), "version": env!("CARGO_PKG_VERSION")}),
         }
     }
 }
@@ -93,6 +110,14 @@ impl HostConfig {
     #[must_use]
     pub fn with_write_timeout(mut self, timeout: Duration) -> HostConfig {
         self.write_timeout = timeout;
+        self
+    }
+
+    /// Sets [`HostConfig::protocol_version`] (`"2025-11-25"` for the old
+    /// shape: no per-request `_meta`).
+    #[must_use]
+    pub fn with_protocol_version(mut self, version: &'static str) -> HostConfig {
+        self.protocol_version = version;
         self
     }
 

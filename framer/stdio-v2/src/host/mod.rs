@@ -87,6 +87,7 @@ mod client;
 mod config;
 mod drive;
 mod error;
+mod headers;
 mod shared;
 mod startup;
 

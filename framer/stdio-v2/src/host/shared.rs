@@ -31,6 +31,9 @@ pub struct HostCounters {
     /// Calls cancelled by a stream reset (explicitly, by drop or by the
     /// request timeout).
     pub cancelled: u64,
+    /// Tools removed from a `tools/list` result for an invalid
+    /// `x-mcp-header` annotation.
+    pub tools_rejected: u64,
     /// Bytes of stderr read.
     pub stderr_bytes: u64,
 }
@@ -44,6 +47,7 @@ pub(super) struct Counters {
     pub(super) oversize_responses: AtomicU64,
     pub(super) body_bytes: AtomicU64,
     pub(super) cancelled: AtomicU64,
+    pub(super) tools_rejected: AtomicU64,
 }
 
 pub(super) fn bump(counter: &AtomicU64) {
@@ -129,6 +133,7 @@ pub(super) fn counters_of(shared: &Shared) -> HostCounters {
         oversize_responses: get(&c.oversize_responses),
         body_bytes: get(&c.body_bytes),
         cancelled: get(&c.cancelled),
+        tools_rejected: get(&c.tools_rejected),
         stderr_bytes: shared.stderr_bytes.load(Ordering::Relaxed),
     }
 }
