@@ -30,8 +30,8 @@ fn call_params(tool: &str, arguments: Value) -> Value {
 
 /// Issue 37, defect 5: 17 or more calls whose results nobody reads (2 MiB
 /// each: more than the 16 MiB connection window together) must not stall the
-/// others. Each call's data is taken off the connection as it arrives (up to
-/// `max_receive` per call), so the connection window is given back at once.
+/// others: calls in flight are bounded against the connection window (at
+/// most `max_calls`, the window at least `(max_calls + 1) × stream_window`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_nobody_reads_cannot_exhaust_the_connection_window() {
     watchdog(WATCHDOG, "unread calls beside a ping", async {

@@ -1,12 +1,17 @@
-//! Receiving one call's answer: a task per call takes its DATA off the
-//! connection as it arrives, so connection window is given back at once
-//! whether or not the application reads the call (issue 37, defect 5).
+//! Receiving one call's answer: a task per call reads it off the
+//! connection, giving window back as it goes (issue 37, defect 5: calls the
+//! application never reads cannot hold up the others).
 //!
 //! What it holds is bounded per call:
-//! * a JSON body: its chunks, at most [`max_receive`](super::HostConfig::max_receive)
-//!   bytes (one more chunk and the call fails with `TooLarge`); assembled
-//!   once, into an allocation of exactly its length (no growth chunk by
-//!   chunk, no reservation from a declared `content-length`);
+//! * a JSON body is read once the call asks for it (its first
+//!   [`Call::next`](super::Call::next) past the head); until then at most
+//!   one stream window of it waits in h2, and the connection window the
+//!   host announces, at least `(max_calls + 1) × stream_window`, covers
+//!   that for every call in flight. Read, it is held as its chunks, at most
+//!   [`max_receive`](super::HostConfig::max_receive) bytes (one more chunk
+//!   and the call fails with `TooLarge`), and assembled once into an
+//!   allocation of exactly its length (no growth chunk by chunk, no
+//!   reservation from a declared `content-length`);
 //! * an event stream: the partial event in its [`SseReader`] (at most
 //!   `max_receive` + 6 bytes) and the events not yet taken by the
 //!   application, at most `max_receive` bytes together (a budget of
@@ -20,7 +25,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use h2::RecvStream;
 use h2::client::ResponseFuture;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::shared::Shared;
 use crate::wire::{self, SseReader};
@@ -69,6 +74,7 @@ pub(super) fn event_budget(max: usize) -> Arc<Semaphore> {
 pub(super) async fn receive(
     response: ResponseFuture,
     tx: mpsc::UnboundedSender<Piece>,
+    demand: oneshot::Receiver<()>,
     max: usize,
     budget: Arc<Semaphore>,
     shared: Arc<Shared>,
@@ -99,6 +105,15 @@ pub(super) async fn receive(
         return;
     }
     let body = answer.into_body();
+    if !events {
+        // A body is read once the call asks for it: until then it waits in
+        // its stream's window (at most `stream_window`, which the connection
+        // window covers for every call in flight).
+        tokio::select! {
+            _ = demand => {}
+            _ = tx.closed() => return,
+        }
+    }
     let end =
         if events { events_of(body, &tx, max, &budget, &shared).await } else { body_of(body, max, &shared).await };
     if let Some(end) = end {

@@ -10,7 +10,7 @@ use h2::{Reason, SendStream};
 use mcp_framer_jsonrpc::{ErrorObject, Message, OwnedId};
 use mcp_framer_stdio::{Keep, Preview};
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use super::body::{self, Piece};
 use super::error::Error;
@@ -81,6 +81,8 @@ pub struct Call {
     pub(super) state: State,
     /// What the receiving task hands over.
     pub(super) pieces: mpsc::UnboundedReceiver<Piece>,
+    /// Tells the receiving task to read the body (taken when sent).
+    pub(super) demand: Option<oneshot::Sender<()>>,
     /// A piece taken early (the head, by `started` or while the body was
     /// being sent).
     pub(super) peeked: Option<Piece>,
@@ -138,10 +140,14 @@ impl Call {
         self.reset_as(true);
     }
 
-    /// The next piece of the answer, within the deadline.
-    pub(super) async fn piece(&mut self) -> Result<Piece, Error> {
+    /// The next piece of the answer, within the deadline; with `demand`,
+    /// the body is asked for too.
+    pub(super) async fn piece_as(&mut self, demand: bool) -> Result<Piece, Error> {
         if let Some(piece) = self.peeked.take() {
             return Ok(piece);
+        }
+        if demand && let Some(demand) = self.demand.take() {
+            let _ = demand.send(());
         }
         match tokio::time::timeout_at(self.deadline, self.pieces.recv()).await {
             Err(_) => Err(self.timed_out()),
@@ -153,8 +159,14 @@ impl Call {
         }
     }
 
+    /// The next piece of the answer, the body asked for.
+    pub(super) async fn piece(&mut self) -> Result<Piece, Error> {
+        self.piece_as(true).await
+    }
+
     /// Waits for the answer's head (its status), without reading its body:
-    /// from then on the response is being sent.
+    /// from then on the response is being sent (a JSON body waits in its
+    /// stream's window until the call is read).
     pub async fn started(&mut self) -> Result<u16, Error> {
         if let Some(Piece::Head { status, .. }) = &self.peeked {
             return Ok(*status);
@@ -162,7 +174,7 @@ impl Call {
         if self.state != State::Waiting {
             return Err(Error::Protocol { status: 0, detail: "the answer's head was already read".into() });
         }
-        match self.piece().await? {
+        match self.piece_as(false).await? {
             Piece::Head { status, content_type } => {
                 self.peeked = Some(Piece::Head { status, content_type });
                 Ok(status)

@@ -14,7 +14,7 @@ use mcp_framer_jsonrpc::{EncodeError, Encoder, Id, OwnedId};
 use mcp_framer_stdio::tree::Killer;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::body;
 use super::call::{Call, Response, State};
@@ -226,14 +226,17 @@ impl Client {
         };
         // The answer is taken off the connection as it arrives, read or not.
         let (tx, pieces) = mpsc::unbounded_channel();
+        let (demand, demanded) = oneshot::channel();
         let max = self.config.max_receive;
-        tokio::spawn(body::receive(response, tx, max, body::event_budget(max), Arc::clone(&self.shared)));
+        let budget = body::event_budget(max);
+        tokio::spawn(body::receive(response, tx, demanded, max, budget, Arc::clone(&self.shared)));
         let mut call = Call {
             id,
             method: method.to_owned(),
             stream: None,
             state: State::Waiting,
             pieces,
+            demand: Some(demand),
             peeked: None,
             shared: Arc::clone(&self.shared),
             max,

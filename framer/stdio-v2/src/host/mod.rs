@@ -32,6 +32,21 @@
 //!   fails with [`Error::ResponseTooLarge`] naming the bytes seen and the
 //!   limit, its stream is reset, and the session goes on. Counted in
 //!   [`HostCounters::oversize_responses`].
+//! * **Calls nobody reads** cannot hold up the others: at most
+//!   [`HostConfig::max_calls`] are in flight, and the connection window is
+//!   at least `(max_calls + 1) × stream_window`
+//!   ([`HostConfig::effective_connection_window`]); each call's answer is
+//!   received by a task of its own under the limit (a JSON body once the
+//!   call is read past its head, an event stream ahead into a budget of
+//!   `max_receive` bytes). STDIO-V2.md states the most memory the host holds.
+//! * **What the server may not do.** Push is off; a head over
+//!   [`HostConfig::max_header_list`] fails its call; a response with
+//!   another id fails it with [`Error::WrongId`]; content types compare
+//!   case-insensitively; event streams are read as the SSE specification
+//!   says (CR, LF, CRLF, BOM, fields, comments).
+//! * **The 2026-07-28 shape.** Requests carry the per-request `_meta`, and
+//!   `tools/call` the `Mcp-Param-{Name}` headers `x-mcp-header` asks for
+//!   (see [`HostConfig::protocol_version`] and [`Client::request`]).
 //! * **Cancellation.** [`Call::cancel`], or dropping an unfinished
 //!   [`Call`] (a dropped `request` future included), resets its stream
 //!   (`RST_STREAM(CANCEL)`): the server cancels the request (its tasks and
