@@ -240,3 +240,34 @@ async fn requests_carry_the_modern_meta_and_mcp_param_headers_or_the_old_shape()
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stderr_tail_is_empty_plain_or_says_what_was_cut() {
+    let Some(node) = node() else { return };
+    watchdog(WATCHDOG, "node http2 server: stderr tail wording", async {
+        let client = spawn(node, &[], HostConfig::default()).await;
+        assert_eq!(client.stderr_tail(), "", "a server that wrote nothing: an empty tail");
+        echo(&client, "one").await;
+        assert!(
+            eventually_async(Duration::from_secs(20), || client.stderr_tail().contains("request tools/call")).await
+        );
+        let whole = client.stderr_tail();
+        assert!(
+            whole.starts_with("node_h2_server: request") && !whole.contains("[preview"),
+            "shown whole, plain: {whole}"
+        );
+        client.shutdown().await;
+
+        let mut config = HostConfig::default();
+        config.stderr_tail = 64;
+        let client = spawn(node, &[], config).await;
+        for i in 0..3 {
+            echo(&client, &format!("cut {i}")).await;
+        }
+        assert!(eventually_async(Duration::from_secs(20), || client.counters().stderr_bytes > 200).await);
+        let cut = client.stderr_tail();
+        assert!(cut.starts_with("[preview: last 64 of "), "a cut tail says what was cut: {cut}");
+        client.shutdown().await;
+    })
+    .await;
+}
