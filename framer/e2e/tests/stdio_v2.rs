@@ -724,7 +724,10 @@ async fn a_second_request_with_an_id_or_token_in_flight_is_refused_and_the_first
 async fn progress_beyond_a_stalled_streams_backlog_is_dropped_and_counted_never_lost() {
     watchdog(WATCHDOG, "progress backlog", async {
         const TICKS: u64 = 3000;
-        let config = HostConfig::default().with_stream_window(16 << 10);
+        // The host takes an event stream off the connection into a budget of
+        // `max_receive` bytes of events not yet read; past it, that stream
+        // waits for window. A small limit makes the budget small.
+        let config = HostConfig::default().with_stream_window(16 << 10).with_max_receive(64 << 10);
         let client = spawn(&["--stream-backlog", "8192"], config).await;
         let mut ticks = client
             .call("tools/call", &with_progress("ticks", json!({"count": TICKS, "ms": 0}), "flood"))

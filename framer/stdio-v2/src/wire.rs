@@ -373,21 +373,37 @@ pub fn sse_event(message: &[u8]) -> Bytes {
 }
 
 /// An event-stream reader with a byte limit on each event's data: push the
-/// body's chunks as they arrive, take the messages out. The limit is checked
-/// on the bytes as they arrive: an event is refused as soon as its lines
-/// pass the limit plus the 6 bytes of a `data: ` prefix, before its line
-/// ends, and once whole if its data passes the limit. Comment lines
-/// (`:`…) and fields other than `data` are ignored; several `data` lines of
-/// one event are joined with `\n`, as the SSE specification says.
+/// body's chunks as they arrive, take the messages out. It follows the SSE
+/// specification's parsing rules (HTML, "Server-sent events", 9.2.5 and
+/// 9.2.6): lines end with CRLF, LF or CR alone (a CRLF split between two
+/// chunks counts once); a UTF-8 BOM at the start of the stream is stripped;
+/// a line starting with `:` is a comment; a field is the line up to its
+/// first `:` (one space after it is dropped; a line with no `:` is a field
+/// with an empty value); `data` lines are joined with `\n`; `event`, `id`
+/// (kept unless it holds a NUL) and `retry` (kept when all ASCII digits) are
+/// read, other fields ignored; a blank line dispatches the event if it has
+/// data. Every dispatched event's data is yielded, whatever its type.
+///
+/// The limit is checked on the bytes as they arrive: an event is refused as
+/// soon as its lines pass the limit plus the 6 bytes of a `data: ` prefix,
+/// before its line ends, and once whole if its data passes the limit.
 #[derive(Debug)]
 pub struct SseReader {
     max: usize,
     line: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
-    /// Bytes of the current event (its `data` lines), counted as they
-    /// arrive, before the line is complete.
+    /// Bytes of the current event (its lines), counted as they arrive,
+    /// before the line is complete.
     event_bytes: u64,
+    /// The last byte seen ended a line with CR: an LF next is its CRLF.
+    after_cr: bool,
+    /// Bytes of a leading BOM matched so far; `None` once the start of the
+    /// stream is past.
+    bom: Option<usize>,
+    event_type: Vec<u8>,
+    last_id: Vec<u8>,
+    retry: Option<u64>,
 }
 
 /// An event over the limit: its bytes seen so far when it passed it.
@@ -399,71 +415,124 @@ pub struct EventTooLarge {
     pub max: usize,
 }
 
+const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
+
 impl SseReader {
     /// A reader that refuses an event over `max` bytes.
     pub fn new(max: usize) -> SseReader {
-        SseReader { max, line: Vec::new(), data: Vec::new(), has_data: false, event_bytes: 0 }
+        SseReader {
+            max,
+            line: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            event_bytes: 0,
+            after_cr: false,
+            bom: Some(0),
+            event_type: Vec::new(),
+            last_id: Vec::new(),
+            retry: None,
+        }
+    }
+
+    /// The last event id the stream set (`id:`), empty if none.
+    pub fn last_event_id(&self) -> &[u8] {
+        &self.last_id
+    }
+
+    /// The reconnection time the stream asked for (`retry:`), in ms.
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
     }
 
     /// Reads `chunk`, appending each complete event's data to `out`; fails
     /// as soon as an event passes the limit (the counting is on the bytes as
     /// they arrive, the line need not be complete).
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<Bytes>) -> Result<(), EventTooLarge> {
-        let mut rest = chunk;
+        let mut rest = self.skip_bom(chunk);
         while !rest.is_empty() {
-            let (part, end) = match memchr(b'\n', rest) {
-                Some(at) => (&rest[..at], true),
-                None => (rest, false),
+            if std::mem::take(&mut self.after_cr) && rest[0] == b'\n' {
+                rest = &rest[1..];
+                continue;
+            }
+            let (part, end) = match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(at) => (&rest[..at], Some(rest[at])),
+                None => (rest, None),
             };
-            rest = if end { &rest[part.len() + 1..] } else { &[] };
+            rest = if end.is_some() { &rest[part.len() + 1..] } else { &[] };
             self.event_bytes += part.len() as u64;
             if self.event_bytes > self.max as u64 + 6 {
                 return Err(EventTooLarge { seen: self.event_bytes, max: self.max });
             }
             self.line.extend_from_slice(part);
-            if end {
+            if let Some(end) = end {
+                self.after_cr = end == b'\r';
                 self.end_line(out)?;
             }
         }
         Ok(())
     }
 
-    fn end_line(&mut self, out: &mut Vec<Bytes>) -> Result<(), EventTooLarge> {
-        let mut line = std::mem::take(&mut self.line);
-        if line.last() == Some(&b'\r') {
-            line.pop();
+    /// `chunk` less the part of a leading BOM in it (a partial match that
+    /// turns out not to be one is put back).
+    fn skip_bom<'c>(&mut self, chunk: &'c [u8]) -> &'c [u8] {
+        let Some(mut matched) = self.bom else { return chunk };
+        let mut at = 0;
+        while at < chunk.len() && matched < BOM.len() {
+            if chunk[at] != BOM[matched] {
+                self.bom = None;
+                self.line.extend_from_slice(&BOM[..matched]);
+                self.event_bytes += matched as u64;
+                return &chunk[at..];
+            }
+            matched += 1;
+            at += 1;
         }
+        self.bom = if matched == BOM.len() { None } else { Some(matched) };
+        &chunk[at..]
+    }
+
+    fn end_line(&mut self, out: &mut Vec<Bytes>) -> Result<(), EventTooLarge> {
+        let line = std::mem::take(&mut self.line);
         if line.is_empty() {
             if self.has_data {
                 out.push(Bytes::from(std::mem::take(&mut self.data)));
             }
             self.has_data = false;
             self.event_bytes = 0;
+            self.event_type.clear();
             return Ok(());
         }
-        if let Some(value) = line.strip_prefix(b"data") {
-            let value = match value {
-                [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
-                [] => &[][..],
-                _ => return Ok(()), // a field named "data…": not ours
-            };
-            if self.has_data {
-                self.data.push(b'\n');
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(0) => (&[][..], None), // a comment
+            Some(at) => {
+                let value = &line[at + 1..];
+                (&line[..at], Some(value.strip_prefix(b" ").unwrap_or(value)))
             }
-            self.data.extend_from_slice(value);
-            self.has_data = true;
-            if self.data.len() > self.max {
-                return Err(EventTooLarge { seen: self.data.len() as u64, max: self.max });
+            None => (&line[..], Some(&[][..])),
+        };
+        match (name, value) {
+            (b"data", Some(value)) => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+                if self.data.len() > self.max {
+                    return Err(EventTooLarge { seen: self.data.len() as u64, max: self.max });
+                }
             }
+            (b"event", Some(value)) => value.clone_into(&mut self.event_type),
+            (b"id", Some(value)) if !value.contains(&0) => value.clone_into(&mut self.last_id),
+            (b"retry", Some(value)) if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            }
+            _ => {}
         }
+        // Keep the line's allocation for the next one.
         self.line = line;
         self.line.clear();
         Ok(())
     }
-}
-
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
 }
 
 /// What a peer's first bytes say about the transport it speaks.
@@ -600,6 +669,61 @@ mod tests {
         let err = reader.push(b"data: 01234567890123456789", &mut out).unwrap_err();
         assert_eq!(err.max, 16);
         assert!(err.seen > 16);
+    }
+
+    #[test]
+    fn sse_reader_takes_lf_cr_and_crlf_line_ends_split_anywhere() {
+        let bodies: [&[u8]; 4] = [
+            b"data: {\"a\":1}\n\ndata: {\"b\":2}\n\n",
+            b"data: {\"a\":1}\r\rdata: {\"b\":2}\r\r",
+            b"data: {\"a\":1}\r\n\r\ndata: {\"b\":2}\r\n\r\n",
+            b"\xEF\xBB\xBFdata: {\"a\":1}\r\n\ndata: {\"b\":2}\r\r\n",
+        ];
+        for body in bodies {
+            for split in 0..=body.len() {
+                let mut reader = SseReader::new(64);
+                let mut out = Vec::new();
+                reader.push(&body[..split], &mut out).unwrap();
+                reader.push(&body[split..], &mut out).unwrap();
+                assert_eq!(
+                    out,
+                    [&b"{\"a\":1}"[..], b"{\"b\":2}"],
+                    "{:?} split at {split}",
+                    String::from_utf8_lossy(body)
+                );
+            }
+        }
+        // A CR alone ends a line: a CR-only stream dispatches without waiting
+        // for an LF that never comes.
+        let mut reader = SseReader::new(64);
+        let mut out = Vec::new();
+        reader.push(b"data: [1]\r\r", &mut out).unwrap();
+        assert_eq!(out, [&b"[1]"[..]]);
+    }
+
+    #[test]
+    fn sse_reader_reads_fields_and_comments_as_the_spec_says() {
+        let body = b": a comment\nevent: message\nid: 7\nretry: 1500\nretry: soon\ndata\ndata:x\nunknown: y\n\n\
+                     id: bad\0id\ndata: {}\n\nevent: only\n\n";
+        let mut reader = SseReader::new(256);
+        let mut out = Vec::new();
+        reader.push(body, &mut out).unwrap();
+        // `data` with no colon is an empty line of data; `data:x` needs no space.
+        assert_eq!(out, [&b"\nx"[..], b"{}"]);
+        assert_eq!(reader.last_event_id(), b"7", "an id holding NUL is ignored");
+        assert_eq!(reader.retry(), Some(1500), "a retry that is not digits is ignored");
+        // A BOM only at the very start: later it is data.
+        let mut reader = SseReader::new(64);
+        let mut out = Vec::new();
+        reader.push(b"\xEF\xBB", &mut out).unwrap();
+        reader.push(b"\xBFdata: 1\n\ndata: \xEF\xBB\xBF2\n\n", &mut out).unwrap();
+        assert_eq!(out, [&b"1"[..], b"\xEF\xBB\xBF2"]);
+        // Bytes that begin like a BOM and are not one are kept.
+        let mut reader = SseReader::new(64);
+        let mut out = Vec::new();
+        reader.push(b"\xEF", &mut out).unwrap();
+        reader.push(b"x\ndata: 3\n\n", &mut out).unwrap();
+        assert_eq!(out, [&b"3"[..]]);
     }
 
     #[test]
