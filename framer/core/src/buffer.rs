@@ -205,11 +205,11 @@ impl Buffer {
     /// growing the storage up to `cap` bytes if needed.
     pub(crate) fn prepare(&mut self, min: usize, cap: usize) {
         self.make_room(min, cap);
-        let want = self.end + min;
-        if self.data.len() < want {
-            // Within the capacity `make_room` reserved: no reallocation.
-            self.data.resize(want, 0);
-        }
+        // Within the capacity `make_room` reserved: no reallocation. (No
+        // comparison: a resize to the length it has is a no-op, and a
+        // `<` against `<=` there would be a mutant no test can tell apart.)
+        let want = (self.end + min).max(self.data.len());
+        self.data.resize(want, 0);
     }
 
     /// The initialised spare space after `end`.
@@ -292,7 +292,8 @@ impl Buffer {
         // held twice.
         let retain = self.retention.retain;
         let grown = match need > LARGE && cap != usize::MAX {
-            true if need <= retain && retain < cap => retain,
+            // A retention threshold at or over the cap means the cap.
+            true if need <= retain => retain.min(cap),
             true => cap,
             false => capacity.saturating_mul(2),
         };
@@ -320,11 +321,12 @@ impl Buffer {
         }
         self.data.truncate(self.end);
         let capacity = capacity.max(self.end);
-        if capacity > self.data.capacity() {
-            self.data.reserve_exact(capacity - self.data.len());
-        } else {
-            self.data.shrink_to(capacity);
-        }
+        // One of the two is a no-op: `shrink_to` never grows, and
+        // `reserve_exact` does nothing when the capacity is already there.
+        // (Written without a comparison, which no test could pin at
+        // equality: both calls do nothing then.)
+        self.data.shrink_to(capacity);
+        self.data.reserve_exact(capacity - self.data.len());
     }
 
     /// Gives away the storage, which holds `frame` (a complete frame before
@@ -352,7 +354,7 @@ const LARGE: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests {
-    use super::Buffer;
+    use super::{Buffer, LARGE, MAX_HOLD, PREMATURE, Retention};
 
     /// Fills `buf` through `spare` and `commit` with `bytes`.
     fn read(buf: &mut Buffer, bytes: &[u8], min: usize) {
@@ -471,5 +473,132 @@ mod tests {
         assert_eq!(buf.live(), b"rest");
         assert_eq!((buf.start, buf.scan, buf.end), (0, 2, 4), "the resume index moves with the rest");
         assert!(buf.capacity() < 4096, "fresh storage for the rest only");
+        assert_eq!(buf.moved, 4, "the rest was moved, counted");
+    }
+
+    // The growth and retention rules, pinned one boundary at a time
+    // (cargo-mutants on this file, issue 40: each test below kills
+    // mutants that survived the tests above).
+
+    /// A large need, then calm reads until the storage is released; returns
+    /// the hold the need left and how many calm reads the release took.
+    fn cycle(r: &mut Retention, retain: usize) -> (u32, u32) {
+        r.needs(retain + 1);
+        let hold = r.hold;
+        let mut calm = 1;
+        while !r.release_now(10, 2 * retain, true) {
+            calm += 1;
+            assert!(calm <= MAX_HOLD + 1, "never released");
+        }
+        (hold, calm)
+    }
+
+    #[test]
+    fn each_premature_release_doubles_the_hold_up_to_its_maximum() {
+        let retain = 1000;
+        let mut r = Retention::new(retain);
+        let cycles: Vec<_> = (0..9).map(|_| cycle(&mut r, retain)).collect();
+        // Each large need comes right after a release: premature. The
+        // storage goes at the calm read after `hold` of them.
+        assert_eq!(
+            cycles,
+            [(0, 1), (1, 2), (2, 3), (4, 5), (8, 9), (16, 17), (32, 33), (64, 65), (64, 65)],
+            "(hold, calm reads to the release)"
+        );
+    }
+
+    #[test]
+    fn a_release_that_proves_right_halves_the_hold() {
+        let retain = 1000;
+        let mut r = Retention::new(retain);
+        for _ in 0..5 {
+            cycle(&mut r, retain);
+        }
+        assert_eq!(r.hold, 8);
+        // More than PREMATURE calm reads in storage within `retain` (nothing
+        // to release), then a large need: the release was right.
+        for _ in 0..=PREMATURE {
+            assert!(!r.release_now(10, retain, true));
+        }
+        r.needs(retain + 1);
+        assert_eq!(r.hold, 4, "halved");
+        // Within PREMATURE reads of the next release it doubles again.
+        while !r.release_now(10, 2 * retain, true) {}
+        r.needs(retain + 1);
+        assert_eq!(r.hold, 8);
+    }
+
+    #[test]
+    fn storage_within_room_does_not_grow_even_when_smaller_than_the_largest_need() {
+        let mut buf = Buffer::new(usize::MAX);
+        buf.spare(8000, usize::MAX);
+        buf.commit(10);
+        // start is 0: nothing to roll early, and 7990 bytes are free.
+        buf.spare(100, usize::MAX);
+        assert_eq!((buf.capacity(), buf.start, buf.end), (8000, 0, 10));
+    }
+
+    #[test]
+    fn a_remnant_rolls_early_only_when_the_room_is_below_the_largest_need() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'd'; 4000], 4000);
+        buf.consume_to(2000);
+        buf.spare(4000, usize::MAX);
+        assert_eq!((buf.capacity(), buf.peak, buf.start, buf.end), (8000, 6000, 0, 2000));
+        // 10 live bytes and exactly the largest need free: no early roll.
+        buf.consume_to(1990);
+        buf.spare(100, usize::MAX);
+        assert_eq!((buf.start, buf.end, buf.moved), (1990, 2000, 2000), "not rolled");
+        // One byte less room than the largest need: rolled.
+        buf.commit(1);
+        buf.spare(100, usize::MAX);
+        assert_eq!((buf.start, buf.end), (0, 11), "rolled");
+    }
+
+    #[test]
+    fn growth_from_the_front_moves_nothing() {
+        let mut buf = Buffer::new(usize::MAX);
+        buf.spare(4000, usize::MAX);
+        buf.commit(100);
+        buf.spare(5000, usize::MAX);
+        assert_eq!(buf.moved, 0, "the live bytes already start the storage: no roll counted");
+        assert_eq!(buf.capacity(), 8000);
+    }
+
+    #[test]
+    fn a_roll_that_leaves_too_little_room_grows_within_the_cap() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'e'; 4000], 4000);
+        buf.consume_to(3500);
+        // 500 live bytes (an eighth) roll, leaving 3500 free of the 3800
+        // asked: the storage grows too, doubling but clamped to the cap.
+        let spare = buf.spare(3800, 5000).len();
+        assert_eq!((buf.start, buf.end), (0, 500));
+        assert_eq!(buf.capacity(), 5000, "doubled, clamped to the cap");
+        assert_eq!(spare, 3800);
+    }
+
+    #[test]
+    fn a_need_of_exactly_one_mib_still_doubles() {
+        let mut buf = Buffer::new(usize::MAX);
+        buf.spare(LARGE, 16 << 20);
+        assert_eq!(buf.capacity(), LARGE, "not straight to the cap");
+        buf.commit(LARGE);
+        buf.spare(1, 16 << 20);
+        assert_eq!(buf.capacity(), 16 << 20, "past one MiB: straight to the cap");
+    }
+
+    #[test]
+    fn a_large_line_beyond_retain_grows_to_the_cap_not_to_retain() {
+        let (retain, cap) = (2 << 20, 16 << 20);
+        let mut buf = Buffer::new(retain);
+        buf.spare(3 << 20, cap);
+        assert_eq!(buf.capacity(), cap, "the line does not fit in retain");
+        let mut kept = Buffer::new(retain);
+        kept.spare(LARGE + 1, cap);
+        assert_eq!(kept.capacity(), retain, "a line that fits goes to retain");
+        let mut over = Buffer::new(cap * 2);
+        over.spare(LARGE + 1, cap);
+        assert_eq!(over.capacity(), cap, "retain over the cap means the cap");
     }
 }
