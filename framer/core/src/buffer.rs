@@ -130,13 +130,26 @@ pub(crate) struct Buffer {
     /// Live bytes moved to the front so far, by rolls and by growth (tests
     /// compare it with the bytes read).
     pub(crate) moved: u64,
+    /// Storage handed back by the consumer of a frame given away
+    /// ([`recycle`](Buffer::recycle)), larger than `data`: the next growth
+    /// moves into it instead of allocating. Capacity 0 when none.
+    recycled: Vec<u8>,
 }
 
 impl Buffer {
     /// An empty buffer that releases storage beyond `retain` bytes.
     /// Allocates nothing.
     pub(crate) fn new(retain: usize) -> Buffer {
-        Buffer { data: Vec::new(), start: 0, scan: 0, end: 0, peak: 0, retention: Retention::new(retain), moved: 0 }
+        Buffer {
+            data: Vec::new(),
+            start: 0,
+            scan: 0,
+            end: 0,
+            peak: 0,
+            retention: Retention::new(retain),
+            moved: 0,
+            recycled: Vec::new(),
+        }
     }
 
     /// Bytes held: the live region.
@@ -189,7 +202,41 @@ impl Buffer {
         if self.retention.release_now(need, self.data.capacity(), live < read) {
             self.peak = 0;
             self.relocate(need.min(self.retention.retain));
+            self.release_recycled();
         }
+        if live == 0 {
+            // No frame in progress: nothing for recycled storage to grow.
+            self.release_recycled();
+        }
+    }
+
+    /// Takes back `storage` that a frame given away ([`take`](Buffer::take))
+    /// lived in, once its consumer is done with it: kept for the next
+    /// growth only while a frame is in progress (live bytes), the storage
+    /// is at most [`LARGE`] and `storage` is larger than it, and no larger
+    /// one is kept already; freed otherwise. So recycled storage sits beside
+    /// at most 1 MiB of storage of its own, and is gone at the first read
+    /// that finds nothing buffered. Its initialised bytes stay initialised
+    /// (stale bytes of the old frame, overwritten by the reads lent them):
+    /// they are not zeroed again.
+    pub(crate) fn recycle(&mut self, storage: Vec<u8>) {
+        let keep = self.start < self.end
+            && self.data.capacity() <= LARGE
+            && storage.capacity() > self.data.capacity().max(self.recycled.capacity());
+        if keep {
+            self.recycled = storage;
+        }
+    }
+
+    /// Frees the recycled storage kept, if any.
+    pub(crate) fn release_recycled(&mut self) {
+        self.recycled = Vec::new();
+    }
+
+    /// The capacity of the storage kept for the next growth, in bytes.
+    #[inline]
+    pub(crate) fn recycled_capacity(&self) -> usize {
+        self.recycled.capacity()
     }
 
     /// Lends spare space for one read: at least `min` bytes, growing the
@@ -282,6 +329,15 @@ impl Buffer {
              call next_event until it returns None before lending more space"
         );
         self.retention.needs(need);
+        // Recycled storage larger than this one takes the live bytes
+        // instead of a reallocation (which would move them too), and the
+        // line grows on in pages already touched.
+        if self.recycled.capacity() > capacity {
+            self.adopt_recycled();
+            if self.data.capacity() - self.end >= min {
+                return;
+            }
+        }
         // Small storage doubles. Once a line outgrows `LARGE`, the storage
         // goes straight to the retention threshold when the line fits in it
         // (kept storage, never released: growing past it to the cap would
@@ -298,6 +354,21 @@ impl Buffer {
             false => capacity.saturating_mul(2),
         };
         self.relocate(grown.clamp(need, cap.max(need)));
+    }
+
+    /// Moves the live region to the front of the recycled storage, which
+    /// becomes the storage; the old one is freed.
+    fn adopt_recycled(&mut self) {
+        let mut storage = core::mem::take(&mut self.recycled);
+        let live = self.len();
+        // (A resize to the length it has is a no-op: no comparison to pin.)
+        storage.resize(storage.len().max(live), 0);
+        storage[..live].copy_from_slice(self.live());
+        self.moved += live as u64;
+        self.data = storage;
+        self.scan -= self.start;
+        self.end = live;
+        self.start = 0;
     }
 
     /// Moves the live tail to the front of the storage.
@@ -331,7 +402,8 @@ impl Buffer {
 
     /// Gives away the storage, which holds `frame` (a complete frame before
     /// the live region), and goes on with fresh storage holding only the
-    /// live region. The storage given away is cut to the frame's end.
+    /// live region. The storage given away is cut to the frame's end, its
+    /// untouched reserve to at most [`RECYCLE_SLACK`] past it.
     pub(crate) fn take(&mut self, frame: core::ops::Range<usize>) -> Vec<u8> {
         debug_assert!(frame.end <= self.start);
         let live = self.len();
@@ -344,7 +416,10 @@ impl Buffer {
         self.start = 0;
         self.peak = 0;
         taken.truncate(frame.end);
-        taken.shrink_to_fit();
+        // Untouched reserve past the frame is given back, but for a little
+        // slack: storage recycled for a next frame of the same size then
+        // holds it and what the read brings after it without growing.
+        taken.shrink_to(frame.end.saturating_add(RECYCLE_SLACK));
         taken
     }
 }
@@ -352,9 +427,12 @@ impl Buffer {
 /// Above this many bytes, storage grows straight to its cap.
 const LARGE: usize = 1 << 20;
 
+/// Reserve kept past a frame given away: two default reads.
+const RECYCLE_SLACK: usize = 128 << 10;
+
 #[cfg(test)]
 mod tests {
-    use super::{Buffer, LARGE, MAX_HOLD, PREMATURE, Retention};
+    use super::{Buffer, LARGE, MAX_HOLD, PREMATURE, RECYCLE_SLACK, Retention};
 
     /// Fills `buf` through `spare` and `commit` with `bytes`.
     fn read(buf: &mut Buffer, bytes: &[u8], min: usize) {
@@ -600,5 +678,89 @@ mod tests {
         let mut over = Buffer::new(cap * 2);
         over.spare(LARGE + 1, cap);
         assert_eq!(over.capacity(), cap, "retain over the cap means the cap");
+    }
+
+    /// A frame's storage given away and handed back: the next frame grows
+    /// in it (the same allocation), moving only the bytes after the frame.
+    #[test]
+    fn recycled_storage_takes_the_next_growth_and_moves_only_the_live_bytes() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'f'; 3000], 3000);
+        buf.consume_to(2990);
+        let taken = buf.take(0..2989);
+        assert_eq!(buf.len(), 10);
+        let (at, capacity) = (taken.as_ptr(), taken.capacity());
+        assert!(capacity > buf.capacity());
+        buf.recycle(taken);
+        assert_eq!(buf.recycled_capacity(), capacity, "kept: 10 bytes of a frame in progress");
+        let moved = buf.moved;
+        buf.spare(1000, usize::MAX);
+        assert_eq!((buf.bytes().as_ptr(), buf.capacity()), (at, capacity), "grown into the recycled storage");
+        assert_eq!(buf.recycled_capacity(), 0);
+        assert_eq!(buf.moved - moved, 10, "only the live bytes moved");
+        assert_eq!(buf.live(), &[b'f'; 10]);
+        assert_eq!((buf.start, buf.end), (0, 10));
+    }
+
+    #[test]
+    fn recycled_storage_is_kept_only_while_a_frame_is_in_progress_and_it_is_larger() {
+        // Nothing buffered: freed at once.
+        let mut idle = Buffer::new(usize::MAX);
+        idle.recycle(Vec::with_capacity(1 << 16));
+        assert_eq!(idle.recycled_capacity(), 0);
+        // Kept while bytes are buffered, freed at the first read that finds
+        // none.
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, b"partial", 512);
+        buf.recycle(Vec::with_capacity(100));
+        assert_eq!(buf.recycled_capacity(), 0, "not larger than the storage (512)");
+        buf.recycle(Vec::with_capacity(1 << 16));
+        buf.recycle(Vec::with_capacity(1 << 15));
+        assert_eq!(buf.recycled_capacity(), 1 << 16, "a smaller one does not replace it");
+        buf.checkpoint(512);
+        assert_eq!(buf.recycled_capacity(), 1 << 16, "a frame is still in progress");
+        buf.consume_to(buf.end);
+        buf.checkpoint(512);
+        assert_eq!(buf.recycled_capacity(), 0, "nothing buffered: freed");
+        // Never beside more than 1 MiB of storage of its own.
+        let mut large = Buffer::new(usize::MAX);
+        large.spare(LARGE + 1, usize::MAX);
+        large.commit(1);
+        large.recycle(Vec::with_capacity(4 << 20));
+        assert_eq!(large.recycled_capacity(), 0, "own storage over 1 MiB");
+        let mut at_large = Buffer::new(usize::MAX);
+        at_large.spare(LARGE, usize::MAX);
+        at_large.commit(1);
+        at_large.recycle(Vec::with_capacity(4 << 20));
+        assert_eq!(at_large.recycled_capacity(), 4 << 20, "own storage of exactly 1 MiB");
+    }
+
+    #[test]
+    fn a_release_frees_recycled_storage_too() {
+        let retain = 4096;
+        let mut buf = Buffer::new(retain);
+        buf.checkpoint(1000);
+        buf.spare(8000, usize::MAX);
+        buf.commit(10);
+        buf.recycle(Vec::with_capacity(1 << 16));
+        assert_eq!(buf.recycled_capacity(), 1 << 16);
+        // A calm read with storage over `retain` and no hold: released.
+        buf.checkpoint(1000);
+        assert!(buf.capacity() <= retain);
+        assert_eq!(buf.recycled_capacity(), 0);
+    }
+
+    #[test]
+    fn a_frame_given_away_keeps_at_most_the_slack_past_its_end() {
+        let mut buf = Buffer::new(usize::MAX);
+        let cap = 16 << 20;
+        buf.spare(2 << 20, cap);
+        buf.commit(2 << 20);
+        assert_eq!(buf.capacity(), cap);
+        buf.consume_to(buf.end);
+        let taken = buf.take(0..(2 << 20) - 1);
+        assert_eq!(taken.len(), (2 << 20) - 1);
+        assert!(taken.capacity() <= (2 << 20) - 1 + RECYCLE_SLACK, "{}", taken.capacity());
+        assert!(taken.capacity() >= (2 << 20) - 1 + RECYCLE_SLACK, "the slack stays for a recycled next frame");
     }
 }
