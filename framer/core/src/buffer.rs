@@ -332,7 +332,10 @@ impl Buffer {
         // Recycled storage larger than this one takes the live bytes
         // instead of a reallocation (which would move them too), and the
         // line grows on in pages already touched.
-        if self.recycled.capacity() > capacity {
+        // (Kept only when larger than the storage, which grows only here:
+        // any recycled storage is larger.)
+        if self.recycled.capacity() != 0 {
+            debug_assert!(self.recycled.capacity() > capacity);
             self.adopt_recycled();
             if self.data.capacity() - self.end >= min {
                 return;
@@ -351,7 +354,7 @@ impl Buffer {
             // A retention threshold at or over the cap means the cap.
             true if need <= retain => retain.min(cap),
             true => cap,
-            false => capacity.saturating_mul(2),
+            false => self.data.capacity().saturating_mul(2),
         };
         self.relocate(grown.clamp(need, cap.max(need)));
     }
@@ -714,6 +717,8 @@ mod tests {
         read(&mut buf, b"partial", 512);
         buf.recycle(Vec::with_capacity(100));
         assert_eq!(buf.recycled_capacity(), 0, "not larger than the storage (512)");
+        buf.recycle(Vec::with_capacity(512));
+        assert_eq!(buf.recycled_capacity(), 0, "as large as the storage: nothing gained");
         buf.recycle(Vec::with_capacity(1 << 16));
         buf.recycle(Vec::with_capacity(1 << 15));
         assert_eq!(buf.recycled_capacity(), 1 << 16, "a smaller one does not replace it");
@@ -760,7 +765,28 @@ mod tests {
         buf.consume_to(buf.end);
         let taken = buf.take(0..(2 << 20) - 1);
         assert_eq!(taken.len(), (2 << 20) - 1);
-        assert!(taken.capacity() <= (2 << 20) - 1 + RECYCLE_SLACK, "{}", taken.capacity());
-        assert!(taken.capacity() >= (2 << 20) - 1 + RECYCLE_SLACK, "the slack stays for a recycled next frame");
+        assert_eq!(RECYCLE_SLACK, 128 << 10);
+        assert_eq!(taken.capacity(), (2 << 20) - 1 + (128 << 10), "the slack stays for a recycled next frame");
+    }
+
+    #[test]
+    fn adopting_recycled_storage_keeps_the_cursors_and_grows_on_within_the_cap() {
+        // A live region past a consumed head moves to the recycled front.
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'g'; 4000], 4000);
+        buf.consume_to(2000);
+        buf.scan = 2500;
+        buf.recycle(Vec::with_capacity(16000));
+        buf.spare(4000, usize::MAX);
+        assert_eq!((buf.start, buf.scan, buf.end, buf.capacity()), (0, 500, 2000, 16000));
+        assert_eq!(buf.live(), &[b'g'; 2000]);
+        // Recycled storage too small for the need: it is taken, then grown
+        // by the usual rule, within the cap.
+        let mut small = Buffer::new(usize::MAX);
+        read(&mut small, b"partial", 512);
+        small.recycle(Vec::with_capacity(600));
+        small.spare(1000, 1100);
+        assert_eq!(small.capacity(), 1100, "doubled from 600, clamped to the cap");
+        assert_eq!(small.live(), b"partial");
     }
 }

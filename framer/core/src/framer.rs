@@ -412,8 +412,11 @@ impl Framer {
     /// let len = frame.len();
     /// let (storage, _at) = framer.take_frame(len).unwrap();
     /// // ... the application is done with the frame:
+    /// let capacity = storage.capacity();
     /// framer.recycle(storage);
-    /// assert!(framer.recycled_capacity() > 0, "kept: a frame is in progress");
+    /// assert_eq!(framer.recycled_capacity(), capacity, "kept: a frame is in progress");
+    /// framer.release_recycled();
+    /// assert_eq!(framer.recycled_capacity(), 0);
     /// ```
     pub fn recycle(&mut self, storage: Vec<u8>) {
         self.buf.recycle(storage);
