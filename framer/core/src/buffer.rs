@@ -788,5 +788,12 @@ mod tests {
         small.spare(1000, 1100);
         assert_eq!(small.capacity(), 1100, "doubled from 600, clamped to the cap");
         assert_eq!(small.live(), b"partial");
+        // Room after adopting counts from the live bytes' end: 300 of 600
+        // free is short of 400, so it grows (within the cap of 1000).
+        let mut short = Buffer::new(usize::MAX);
+        read(&mut short, &[b'h'; 300], 512);
+        short.recycle(Vec::with_capacity(600));
+        short.spare(400, 1000);
+        assert_eq!(short.capacity(), 1000);
     }
 }
