@@ -91,6 +91,14 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 ///   (`Config::DEFAULT.with_max_frame(max).with_retain(max)`): it then holds
 ///   the storage of its largest frame so far, and pays first-touch faults
 ///   only for pages no earlier frame reached.
+/// * **A frame's storage can come back.** A consumer that took a large
+///   frame's storage ([`take_frame`](Framer::take_frame)) can hand it back
+///   once done ([`recycle`](Framer::recycle)): the frame in progress then
+///   grows in it, moving only its own bytes, instead of in fresh pages. It
+///   is kept only while a frame is in progress and the framer's own
+///   storage is at most 1 MiB, and freed at the first read that finds
+///   nothing buffered: the framer holds at most its own storage plus one
+///   such storage, and none between frames.
 /// * Every byte is counted in [`Stats`]; see there for the identity.
 ///
 /// # Example: read-into
