@@ -23,6 +23,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "benches" / "baseline" / "instructions.json"
+# Allocation counts of the host's reader (benches/benches/allocations.rs):
+# calls into the allocator, deterministic, gated beside the instructions.
+ALLOC_BASELINE = ROOT / "benches" / "baseline" / "allocations.json"
+ALLOC_CMD = [
+    "cargo", "bench", "--quiet", "-p", "mcp-framer-benches", "--bench", "allocations", "--", "--json",
+]
+# The counts each allocation case is gated on.
+ALLOC_KEYS = ["allocations", "reallocations"]
 BENCH_CMD = [
     "cargo", "bench", "--quiet", "-p", "mcp-framer-benches", "--bench", "instructions",
     "--", "--output-format=json",
@@ -113,6 +121,27 @@ def run_benches():
     return counts
 
 
+def run_allocations():
+    """Runs the allocation benches; returns {case id/key: count} for ALLOC_KEYS
+    and the full rows by case id."""
+    print(f"bench-gate: running {' '.join(ALLOC_CMD)}", file=sys.stderr, flush=True)
+    proc = subprocess.run(ALLOC_CMD, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0:
+        fail_run(f"the allocation benches failed (exit {proc.returncode}); see the output above", lines)
+    counts, rows = {}, {}
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        row = json.loads(line)
+        rows[row["id"]] = row
+        for key in ALLOC_KEYS:
+            counts[f"{row['id']}.{key}"] = int(row[key])
+    if not counts:
+        fail_run("the allocation benches printed no results", lines)
+    return counts, rows
+
+
 def load_baseline():
     if not BASELINE.exists():
         return None
@@ -123,7 +152,7 @@ def delta_pct(old, new):
     return (new - old) * 100.0 / old if old else float("inf")
 
 
-def print_table(old, new, threshold):
+def print_table(old, new, threshold, unit="Ir"):
     """Prints bench, baseline Ir, new Ir, delta and a verdict against
     `threshold` (no verdict for changes when it is None); returns the
     (regressed, missing, unbaselined, improved) bench ids."""
@@ -150,7 +179,7 @@ def print_table(old, new, threshold):
         else:
             verdict = "ok"
         rows.append((bench, f"{old[bench]:,}", f"{new[bench]:,}", f"{d:+.2f}%", verdict))
-    head = ("bench", "baseline Ir", "new Ir", "delta", "verdict")
+    head = ("bench", f"baseline {unit}", f"new {unit}", "delta", "verdict")
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(5)]
     fmt = f"{{:<{widths[0]}}}  {{:>{widths[1]}}}  {{:>{widths[2]}}}  {{:>{widths[3]}}}  {{}}"
     print(fmt.format(*head))
@@ -202,9 +231,27 @@ def cmd_check(threshold):
     if improved:
         print(f"note: {', '.join(improved)} improved by more than {threshold:g}%; run scripts/bench-baseline "
               "to lock the gain in (otherwise a later regression can hide behind it)")
+    alloc_new, rows = run_allocations()
+    print()
+    print(f"Allocation counts of the host's reader against {ALLOC_BASELINE.relative_to(ROOT)}; gate: +{threshold:g}%")
+    alloc_old = json.loads(ALLOC_BASELINE.read_text())["counts"] if ALLOC_BASELINE.exists() else {}
+    a_regressed, a_missing, a_unbaselined, a_improved = print_table(alloc_old, alloc_new, threshold, "count")
+    for case, row in sorted(rows.items()):
+        print(f"  {case}: {row['allocations_per_message']:.3f} allocations per message, "
+              f"{row['allocations_per_mib']:.2f} per MiB, {row['minflt_per_mib']:.1f} minor faults per MiB (information)")
+    print()
+    if a_regressed:
+        failed = True
+        print(f"FAIL: allocation counts rose by more than {threshold:g}%: {', '.join(a_regressed)}")
+    if a_missing or a_unbaselined:
+        failed = True
+        print(f"FAIL: allocation cases missing or without a baseline: {', '.join(a_missing + a_unbaselined)}; "
+              "run scripts/bench-baseline and commit benches/baseline/allocations.json")
+    if a_improved:
+        print(f"note: {', '.join(a_improved)} fell by more than {threshold:g}%; run scripts/bench-baseline to lock it in")
     if failed:
         sys.exit(1)
-    print(f"PASS: {len(new)} benches within +{threshold:g}% of the baseline")
+    print(f"PASS: {len(new)} benches and {len(alloc_new)} allocation counts within +{threshold:g}% of the baseline")
 
 
 def cmd_baseline():
@@ -226,8 +273,22 @@ def cmd_baseline():
     }
     BASELINE.parent.mkdir(parents=True, exist_ok=True)
     BASELINE.write_text(json.dumps(document, indent=2) + "\n")
+    alloc_new, rows = run_allocations()
+    alloc_old = json.loads(ALLOC_BASELINE.read_text())["counts"] if ALLOC_BASELINE.exists() else {}
     print()
-    print(f"wrote {len(new)} entries to {BASELINE.relative_to(ROOT)}; review with git diff and commit it")
+    print(f"Rewriting {ALLOC_BASELINE.relative_to(ROOT)}: old baseline against this run")
+    print_table(alloc_old, alloc_new, None, "count")
+    ALLOC_BASELINE.write_text(json.dumps({
+        "about": "Allocator calls of the host's reader per case (benches/benches/allocations.rs), keyed by "
+        "case.count; deterministic. Checked by scripts/bench-check, rewritten by scripts/bench-baseline; "
+        "see benches/GATE.md.",
+        "counts": dict(sorted(alloc_new.items())),
+        "per_message": {case: row["allocations_per_message"] for case, row in sorted(rows.items())},
+        "per_mib": {case: row["allocations_per_mib"] for case, row in sorted(rows.items())},
+    }, indent=2) + "\n")
+    print()
+    print(f"wrote {len(new)} entries to {BASELINE.relative_to(ROOT)} and {len(alloc_new)} to "
+          f"{ALLOC_BASELINE.relative_to(ROOT)}; review with git diff and commit them")
 
 
 def main():

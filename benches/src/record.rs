@@ -400,18 +400,48 @@ fn pipe_table(out: &mut String, record: &Value, title: &str, unit: &str) {
     let headers: Vec<&str> = READERS.iter().map(|(_, header, _)| *header).collect();
     let _ = writeln!(out, "| payload | {} |", headers.join(" | "));
     let _ = writeln!(out, "|---|{}", "---:|".repeat(READERS.len()));
-    for (group, payload) in PAYLOADS {
-        let cells: Vec<String> = READERS
-            .iter()
-            .map(|(reader, _, _)| {
-                measure(record, &format!("pipe/{group}/unpinned/{reader}"), unit)
-                    .map_or("-".into(), |v| format!("{v:.0}"))
+    // The placements this record measured: a record with pinned rows shows
+    // them apart (targets are judged there), each payload's rows together;
+    // one with the unpinned rows only shows those, unlabelled.
+    let present: Vec<&(&str, &str)> = PLACEMENTS
+        .iter()
+        .filter(|(placement, _)| {
+            PAYLOADS.iter().any(|(group, _)| {
+                READERS.iter().any(|(reader, _, _)| {
+                    measure(record, &format!("pipe/{group}/{placement}/{reader}"), unit).is_some()
+                })
             })
-            .collect();
-        let _ = writeln!(out, "| {payload} | {} |", cells.join(" | "));
+        })
+        .collect();
+    let labelled = present.iter().any(|(placement, _)| *placement != "unpinned");
+    if labelled {
+        let _ = writeln!(
+            out,
+            "Rows by placement: reader and child pinned to two CPUs, pinned to one CPU (the targets are judged \
+             in these two), and unpinned (information: where the scheduler puts the reader moves it)."
+        );
+        let _ = writeln!(out);
+    }
+    for (group, payload) in PAYLOADS {
+        for (placement, label) in &present {
+            let cells: Vec<String> = READERS
+                .iter()
+                .map(|(reader, _, _)| {
+                    measure(record, &format!("pipe/{group}/{placement}/{reader}"), unit)
+                        .map_or("-".into(), |v| format!("{v:.0}"))
+                })
+                .collect();
+            let row = if labelled { format!("{payload}, {label}") } else { (*payload).to_owned() };
+            let _ = writeln!(out, "| {row} | {} |", cells.join(" | "));
+        }
     }
     let _ = writeln!(out);
 }
+
+/// The pipe bench's placements, in table order, with their row labels:
+/// targets are judged in the two pinned ones (issue 40).
+const PLACEMENTS: [(&str, &str); 3] =
+    [("split-cpus", "two CPUs"), ("same-cpu", "one CPU"), ("unpinned", "unpinned (information)")];
 
 /// What [`SCALE_N`] sessions cost, from the record's scale rows.
 fn scale_table(out: &mut String, record: &Value) {

@@ -130,13 +130,26 @@ pub(crate) struct Buffer {
     /// Live bytes moved to the front so far, by rolls and by growth (tests
     /// compare it with the bytes read).
     pub(crate) moved: u64,
+    /// Storage handed back by the consumer of a frame given away
+    /// ([`recycle`](Buffer::recycle)), larger than `data`: the next growth
+    /// moves into it instead of allocating. Capacity 0 when none.
+    recycled: Vec<u8>,
 }
 
 impl Buffer {
     /// An empty buffer that releases storage beyond `retain` bytes.
     /// Allocates nothing.
     pub(crate) fn new(retain: usize) -> Buffer {
-        Buffer { data: Vec::new(), start: 0, scan: 0, end: 0, peak: 0, retention: Retention::new(retain), moved: 0 }
+        Buffer {
+            data: Vec::new(),
+            start: 0,
+            scan: 0,
+            end: 0,
+            peak: 0,
+            retention: Retention::new(retain),
+            moved: 0,
+            recycled: Vec::new(),
+        }
     }
 
     /// Bytes held: the live region.
@@ -189,7 +202,41 @@ impl Buffer {
         if self.retention.release_now(need, self.data.capacity(), live < read) {
             self.peak = 0;
             self.relocate(need.min(self.retention.retain));
+            self.release_recycled();
         }
+        if live == 0 {
+            // No frame in progress: nothing for recycled storage to grow.
+            self.release_recycled();
+        }
+    }
+
+    /// Takes back `storage` that a frame given away ([`take`](Buffer::take))
+    /// lived in, once its consumer is done with it: kept for the next
+    /// growth only while a frame is in progress (live bytes), the storage
+    /// is at most [`LARGE`] and `storage` is larger than it, and no larger
+    /// one is kept already; freed otherwise. So recycled storage sits beside
+    /// at most 1 MiB of storage of its own, and is gone at the first read
+    /// that finds nothing buffered. Its initialised bytes stay initialised
+    /// (stale bytes of the old frame, overwritten by the reads lent them):
+    /// they are not zeroed again.
+    pub(crate) fn recycle(&mut self, storage: Vec<u8>) {
+        let keep = self.start < self.end
+            && self.data.capacity() <= LARGE
+            && storage.capacity() > self.data.capacity().max(self.recycled.capacity());
+        if keep {
+            self.recycled = storage;
+        }
+    }
+
+    /// Frees the recycled storage kept, if any.
+    pub(crate) fn release_recycled(&mut self) {
+        self.recycled = Vec::new();
+    }
+
+    /// The capacity of the storage kept for the next growth, in bytes.
+    #[inline]
+    pub(crate) fn recycled_capacity(&self) -> usize {
+        self.recycled.capacity()
     }
 
     /// Lends spare space for one read: at least `min` bytes, growing the
@@ -205,11 +252,11 @@ impl Buffer {
     /// growing the storage up to `cap` bytes if needed.
     pub(crate) fn prepare(&mut self, min: usize, cap: usize) {
         self.make_room(min, cap);
-        let want = self.end + min;
-        if self.data.len() < want {
-            // Within the capacity `make_room` reserved: no reallocation.
-            self.data.resize(want, 0);
-        }
+        // Within the capacity `make_room` reserved: no reallocation. (No
+        // comparison: a resize to the length it has is a no-op, and a
+        // `<` against `<=` there would be a mutant no test can tell apart.)
+        let want = (self.end + min).max(self.data.len());
+        self.data.resize(want, 0);
     }
 
     /// The initialised spare space after `end`.
@@ -282,6 +329,18 @@ impl Buffer {
              call next_event until it returns None before lending more space"
         );
         self.retention.needs(need);
+        // Recycled storage larger than this one takes the live bytes
+        // instead of a reallocation (which would move them too), and the
+        // line grows on in pages already touched.
+        // (Kept only when larger than the storage, which grows only here:
+        // any recycled storage is larger.)
+        if self.recycled.capacity() != 0 {
+            debug_assert!(self.recycled.capacity() > capacity);
+            self.adopt_recycled();
+            if self.data.capacity() - self.end >= min {
+                return;
+            }
+        }
         // Small storage doubles. Once a line outgrows `LARGE`, the storage
         // goes straight to the retention threshold when the line fits in it
         // (kept storage, never released: growing past it to the cap would
@@ -292,11 +351,27 @@ impl Buffer {
         // held twice.
         let retain = self.retention.retain;
         let grown = match need > LARGE && cap != usize::MAX {
-            true if need <= retain && retain < cap => retain,
+            // A retention threshold at or over the cap means the cap.
+            true if need <= retain => retain.min(cap),
             true => cap,
-            false => capacity.saturating_mul(2),
+            false => self.data.capacity().saturating_mul(2),
         };
         self.relocate(grown.clamp(need, cap.max(need)));
+    }
+
+    /// Moves the live region to the front of the recycled storage, which
+    /// becomes the storage; the old one is freed.
+    fn adopt_recycled(&mut self) {
+        let mut storage = core::mem::take(&mut self.recycled);
+        let live = self.len();
+        // (A resize to the length it has is a no-op: no comparison to pin.)
+        storage.resize(storage.len().max(live), 0);
+        storage[..live].copy_from_slice(self.live());
+        self.moved += live as u64;
+        self.data = storage;
+        self.scan -= self.start;
+        self.end = live;
+        self.start = 0;
     }
 
     /// Moves the live tail to the front of the storage.
@@ -320,16 +395,18 @@ impl Buffer {
         }
         self.data.truncate(self.end);
         let capacity = capacity.max(self.end);
-        if capacity > self.data.capacity() {
-            self.data.reserve_exact(capacity - self.data.len());
-        } else {
-            self.data.shrink_to(capacity);
-        }
+        // One of the two is a no-op: `shrink_to` never grows, and
+        // `reserve_exact` does nothing when the capacity is already there.
+        // (Written without a comparison, which no test could pin at
+        // equality: both calls do nothing then.)
+        self.data.shrink_to(capacity);
+        self.data.reserve_exact(capacity - self.data.len());
     }
 
     /// Gives away the storage, which holds `frame` (a complete frame before
     /// the live region), and goes on with fresh storage holding only the
-    /// live region. The storage given away is cut to the frame's end.
+    /// live region. The storage given away is cut to the frame's end, its
+    /// untouched reserve to at most [`RECYCLE_SLACK`] past it.
     pub(crate) fn take(&mut self, frame: core::ops::Range<usize>) -> Vec<u8> {
         debug_assert!(frame.end <= self.start);
         let live = self.len();
@@ -342,7 +419,10 @@ impl Buffer {
         self.start = 0;
         self.peak = 0;
         taken.truncate(frame.end);
-        taken.shrink_to_fit();
+        // Untouched reserve past the frame is given back, but for a little
+        // slack: storage recycled for a next frame of the same size then
+        // holds it and what the read brings after it without growing.
+        taken.shrink_to(frame.end.saturating_add(RECYCLE_SLACK));
         taken
     }
 }
@@ -350,9 +430,12 @@ impl Buffer {
 /// Above this many bytes, storage grows straight to its cap.
 const LARGE: usize = 1 << 20;
 
+/// Reserve kept past a frame given away: two default reads.
+const RECYCLE_SLACK: usize = 128 << 10;
+
 #[cfg(test)]
 mod tests {
-    use super::Buffer;
+    use super::{Buffer, LARGE, MAX_HOLD, PREMATURE, RECYCLE_SLACK, Retention};
 
     /// Fills `buf` through `spare` and `commit` with `bytes`.
     fn read(buf: &mut Buffer, bytes: &[u8], min: usize) {
@@ -471,5 +554,246 @@ mod tests {
         assert_eq!(buf.live(), b"rest");
         assert_eq!((buf.start, buf.scan, buf.end), (0, 2, 4), "the resume index moves with the rest");
         assert!(buf.capacity() < 4096, "fresh storage for the rest only");
+        assert_eq!(buf.moved, 4, "the rest was moved, counted");
+    }
+
+    // The growth and retention rules, pinned one boundary at a time
+    // (cargo-mutants on this file, issue 40: each test below kills
+    // mutants that survived the tests above).
+
+    /// A large need, then calm reads until the storage is released; returns
+    /// the hold the need left and how many calm reads the release took.
+    fn cycle(r: &mut Retention, retain: usize) -> (u32, u32) {
+        r.needs(retain + 1);
+        let hold = r.hold;
+        let mut calm = 1;
+        while !r.release_now(10, 2 * retain, true) {
+            calm += 1;
+            assert!(calm <= MAX_HOLD + 1, "never released");
+        }
+        (hold, calm)
+    }
+
+    #[test]
+    fn each_premature_release_doubles_the_hold_up_to_its_maximum() {
+        let retain = 1000;
+        let mut r = Retention::new(retain);
+        let cycles: Vec<_> = (0..9).map(|_| cycle(&mut r, retain)).collect();
+        // Each large need comes right after a release: premature. The
+        // storage goes at the calm read after `hold` of them.
+        assert_eq!(
+            cycles,
+            [(0, 1), (1, 2), (2, 3), (4, 5), (8, 9), (16, 17), (32, 33), (64, 65), (64, 65)],
+            "(hold, calm reads to the release)"
+        );
+    }
+
+    #[test]
+    fn a_release_that_proves_right_halves_the_hold() {
+        let retain = 1000;
+        let mut r = Retention::new(retain);
+        for _ in 0..5 {
+            cycle(&mut r, retain);
+        }
+        assert_eq!(r.hold, 8);
+        // More than PREMATURE calm reads in storage within `retain` (nothing
+        // to release), then a large need: the release was right.
+        for _ in 0..=PREMATURE {
+            assert!(!r.release_now(10, retain, true));
+        }
+        r.needs(retain + 1);
+        assert_eq!(r.hold, 4, "halved");
+        // Within PREMATURE reads of the next release it doubles again.
+        while !r.release_now(10, 2 * retain, true) {}
+        r.needs(retain + 1);
+        assert_eq!(r.hold, 8);
+    }
+
+    #[test]
+    fn storage_within_room_does_not_grow_even_when_smaller_than_the_largest_need() {
+        let mut buf = Buffer::new(usize::MAX);
+        buf.spare(8000, usize::MAX);
+        buf.commit(10);
+        // start is 0: nothing to roll early, and 7990 bytes are free.
+        buf.spare(100, usize::MAX);
+        assert_eq!((buf.capacity(), buf.start, buf.end), (8000, 0, 10));
+    }
+
+    #[test]
+    fn a_remnant_rolls_early_only_when_the_room_is_below_the_largest_need() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'd'; 4000], 4000);
+        buf.consume_to(2000);
+        buf.spare(4000, usize::MAX);
+        assert_eq!((buf.capacity(), buf.peak, buf.start, buf.end), (8000, 6000, 0, 2000));
+        // 10 live bytes and exactly the largest need free: no early roll.
+        buf.consume_to(1990);
+        buf.spare(100, usize::MAX);
+        assert_eq!((buf.start, buf.end, buf.moved), (1990, 2000, 2000), "not rolled");
+        // One byte less room than the largest need: rolled.
+        buf.commit(1);
+        buf.spare(100, usize::MAX);
+        assert_eq!((buf.start, buf.end), (0, 11), "rolled");
+    }
+
+    #[test]
+    fn growth_from_the_front_moves_nothing() {
+        let mut buf = Buffer::new(usize::MAX);
+        buf.spare(4000, usize::MAX);
+        buf.commit(100);
+        buf.spare(5000, usize::MAX);
+        assert_eq!(buf.moved, 0, "the live bytes already start the storage: no roll counted");
+        assert_eq!(buf.capacity(), 8000);
+    }
+
+    #[test]
+    fn a_roll_that_leaves_too_little_room_grows_within_the_cap() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'e'; 4000], 4000);
+        buf.consume_to(3500);
+        // 500 live bytes (an eighth) roll, leaving 3500 free of the 3800
+        // asked: the storage grows too, doubling but clamped to the cap.
+        let spare = buf.spare(3800, 5000).len();
+        assert_eq!((buf.start, buf.end), (0, 500));
+        assert_eq!(buf.capacity(), 5000, "doubled, clamped to the cap");
+        assert_eq!(spare, 3800);
+    }
+
+    #[test]
+    fn a_need_of_exactly_one_mib_still_doubles() {
+        let mut buf = Buffer::new(usize::MAX);
+        buf.spare(LARGE, 16 << 20);
+        assert_eq!(buf.capacity(), LARGE, "not straight to the cap");
+        buf.commit(LARGE);
+        buf.spare(1, 16 << 20);
+        assert_eq!(buf.capacity(), 16 << 20, "past one MiB: straight to the cap");
+    }
+
+    #[test]
+    fn a_large_line_beyond_retain_grows_to_the_cap_not_to_retain() {
+        let (retain, cap) = (2 << 20, 16 << 20);
+        let mut buf = Buffer::new(retain);
+        buf.spare(3 << 20, cap);
+        assert_eq!(buf.capacity(), cap, "the line does not fit in retain");
+        let mut kept = Buffer::new(retain);
+        kept.spare(LARGE + 1, cap);
+        assert_eq!(kept.capacity(), retain, "a line that fits goes to retain");
+        let mut over = Buffer::new(cap * 2);
+        over.spare(LARGE + 1, cap);
+        assert_eq!(over.capacity(), cap, "retain over the cap means the cap");
+    }
+
+    /// A frame's storage given away and handed back: the next frame grows
+    /// in it (the same allocation), moving only the bytes after the frame.
+    #[test]
+    fn recycled_storage_takes_the_next_growth_and_moves_only_the_live_bytes() {
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'f'; 3000], 3000);
+        buf.consume_to(2990);
+        let taken = buf.take(0..2989);
+        assert_eq!(buf.len(), 10);
+        let (at, capacity) = (taken.as_ptr(), taken.capacity());
+        assert!(capacity > buf.capacity());
+        buf.recycle(taken);
+        assert_eq!(buf.recycled_capacity(), capacity, "kept: 10 bytes of a frame in progress");
+        let moved = buf.moved;
+        buf.spare(1000, usize::MAX);
+        assert_eq!((buf.bytes().as_ptr(), buf.capacity()), (at, capacity), "grown into the recycled storage");
+        assert_eq!(buf.recycled_capacity(), 0);
+        assert_eq!(buf.moved - moved, 10, "only the live bytes moved");
+        assert_eq!(buf.live(), &[b'f'; 10]);
+        assert_eq!((buf.start, buf.end), (0, 10));
+    }
+
+    #[test]
+    fn recycled_storage_is_kept_only_while_a_frame_is_in_progress_and_it_is_larger() {
+        // Nothing buffered: freed at once.
+        let mut idle = Buffer::new(usize::MAX);
+        idle.recycle(Vec::with_capacity(1 << 16));
+        assert_eq!(idle.recycled_capacity(), 0);
+        // Kept while bytes are buffered, freed at the first read that finds
+        // none.
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, b"partial", 512);
+        buf.recycle(Vec::with_capacity(100));
+        assert_eq!(buf.recycled_capacity(), 0, "not larger than the storage (512)");
+        buf.recycle(Vec::with_capacity(512));
+        assert_eq!(buf.recycled_capacity(), 0, "as large as the storage: nothing gained");
+        buf.recycle(Vec::with_capacity(1 << 16));
+        buf.recycle(Vec::with_capacity(1 << 15));
+        assert_eq!(buf.recycled_capacity(), 1 << 16, "a smaller one does not replace it");
+        buf.checkpoint(512);
+        assert_eq!(buf.recycled_capacity(), 1 << 16, "a frame is still in progress");
+        buf.consume_to(buf.end);
+        buf.checkpoint(512);
+        assert_eq!(buf.recycled_capacity(), 0, "nothing buffered: freed");
+        // Never beside more than 1 MiB of storage of its own.
+        let mut large = Buffer::new(usize::MAX);
+        large.spare(LARGE + 1, usize::MAX);
+        large.commit(1);
+        large.recycle(Vec::with_capacity(4 << 20));
+        assert_eq!(large.recycled_capacity(), 0, "own storage over 1 MiB");
+        let mut at_large = Buffer::new(usize::MAX);
+        at_large.spare(LARGE, usize::MAX);
+        at_large.commit(1);
+        at_large.recycle(Vec::with_capacity(4 << 20));
+        assert_eq!(at_large.recycled_capacity(), 4 << 20, "own storage of exactly 1 MiB");
+    }
+
+    #[test]
+    fn a_release_frees_recycled_storage_too() {
+        let retain = 4096;
+        let mut buf = Buffer::new(retain);
+        buf.checkpoint(1000);
+        buf.spare(8000, usize::MAX);
+        buf.commit(10);
+        buf.recycle(Vec::with_capacity(1 << 16));
+        assert_eq!(buf.recycled_capacity(), 1 << 16);
+        // A calm read with storage over `retain` and no hold: released.
+        buf.checkpoint(1000);
+        assert!(buf.capacity() <= retain);
+        assert_eq!(buf.recycled_capacity(), 0);
+    }
+
+    #[test]
+    fn a_frame_given_away_keeps_at_most_the_slack_past_its_end() {
+        let mut buf = Buffer::new(usize::MAX);
+        let cap = 16 << 20;
+        buf.spare(2 << 20, cap);
+        buf.commit(2 << 20);
+        assert_eq!(buf.capacity(), cap);
+        buf.consume_to(buf.end);
+        let taken = buf.take(0..(2 << 20) - 1);
+        assert_eq!(taken.len(), (2 << 20) - 1);
+        assert_eq!(RECYCLE_SLACK, 128 << 10);
+        assert_eq!(taken.capacity(), (2 << 20) - 1 + (128 << 10), "the slack stays for a recycled next frame");
+    }
+
+    #[test]
+    fn adopting_recycled_storage_keeps_the_cursors_and_grows_on_within_the_cap() {
+        // A live region past a consumed head moves to the recycled front.
+        let mut buf = Buffer::new(usize::MAX);
+        read(&mut buf, &[b'g'; 4000], 4000);
+        buf.consume_to(2000);
+        buf.scan = 2500;
+        buf.recycle(Vec::with_capacity(16000));
+        buf.spare(4000, usize::MAX);
+        assert_eq!((buf.start, buf.scan, buf.end, buf.capacity()), (0, 500, 2000, 16000));
+        assert_eq!(buf.live(), &[b'g'; 2000]);
+        // Recycled storage too small for the need: it is taken, then grown
+        // by the usual rule, within the cap.
+        let mut small = Buffer::new(usize::MAX);
+        read(&mut small, b"partial", 512);
+        small.recycle(Vec::with_capacity(600));
+        small.spare(1000, 1100);
+        assert_eq!(small.capacity(), 1100, "doubled from 600, clamped to the cap");
+        assert_eq!(small.live(), b"partial");
+        // Room after adopting counts from the live bytes' end: 300 of 600
+        // free is short of 400, so it grows (within the cap of 1000).
+        let mut short = Buffer::new(usize::MAX);
+        read(&mut short, &[b'h'; 300], 512);
+        short.recycle(Vec::with_capacity(600));
+        short.spare(400, 1000);
+        assert_eq!(short.capacity(), 1000);
     }
 }

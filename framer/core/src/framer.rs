@@ -91,6 +91,14 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 ///   (`Config::DEFAULT.with_max_frame(max).with_retain(max)`): it then holds
 ///   the storage of its largest frame so far, and pays first-touch faults
 ///   only for pages no earlier frame reached.
+/// * **A frame's storage can come back.** A consumer that took a large
+///   frame's storage ([`take_frame`](Framer::take_frame)) can hand it back
+///   once done ([`recycle`](Framer::recycle)): the frame in progress then
+///   grows in it, moving only its own bytes, instead of in fresh pages. It
+///   is kept only while a frame is in progress and the framer's own
+///   storage is at most 1 MiB, and freed at the first read that finds
+///   nothing buffered: the framer holds at most its own storage plus one
+///   such storage, and none between frames.
 /// * Every byte is counted in [`Stats`]; see there for the identity.
 ///
 /// # Example: read-into
@@ -386,6 +394,53 @@ impl Framer {
         let storage = self.buf.take(start..end);
         self.stats.buffer_capacity = self.buf.capacity() as u64;
         Some((storage, start..end))
+    }
+
+    /// Hands back the storage of a frame given away by
+    /// [`take_frame`](Framer::take_frame) once its consumer is done with it,
+    /// so that the next large frame grows in memory already touched instead
+    /// of fresh pages. Nothing is copied out of `storage`: it is empty
+    /// space. The framer keeps it only while a frame is in progress (bytes
+    /// buffered), its own storage is at most 1 MiB and `storage` is larger
+    /// (and larger than what it keeps already), until the frame's next
+    /// growth moves its bytes into it; otherwise, and at the first read that
+    /// finds nothing buffered, it is freed. So the framer holds at most one
+    /// such storage, beside at most 1 MiB of its own, and none between
+    /// frames: bytes buffered stay within `max_frame + 1 + read_size`, and
+    /// storage held within that plus 1 MiB.
+    ///
+    /// ```
+    /// use mcp_framer::{Config, Event, Framer};
+    ///
+    /// let mut framer = Framer::new(Config::DEFAULT);
+    /// let chunk = b"{\"big\":1}\n{\"next";
+    /// framer.spare()[..chunk.len()].copy_from_slice(chunk);
+    /// framer.commit(chunk.len());
+    /// let Some(Event::Frame(frame)) = framer.next_event().unwrap() else { panic!() };
+    /// let len = frame.len();
+    /// let (storage, _at) = framer.take_frame(len).unwrap();
+    /// // ... the application is done with the frame:
+    /// let capacity = storage.capacity();
+    /// framer.recycle(storage);
+    /// assert_eq!(framer.recycled_capacity(), capacity, "kept: a frame is in progress");
+    /// framer.release_recycled();
+    /// assert_eq!(framer.recycled_capacity(), 0);
+    /// ```
+    pub fn recycle(&mut self, storage: Vec<u8>) {
+        self.buf.recycle(storage);
+    }
+
+    /// Frees the storage [`recycle`](Framer::recycle) kept, if any (a
+    /// caller that finds nothing buffered after its events, and may wait
+    /// long for the next read).
+    pub fn release_recycled(&mut self) {
+        self.buf.release_recycled();
+    }
+
+    /// The capacity of the storage [`recycle`](Framer::recycle) kept for
+    /// the next growth, in bytes (0 when none).
+    pub fn recycled_capacity(&self) -> usize {
+        self.buf.recycled_capacity()
     }
 
     /// [`next_event`](Framer::next_event) off the fast path: kept out of line

@@ -113,9 +113,12 @@ impl Received {
     }
 
     /// The message `head` describes, at `at` in `storage` (a frame's storage
-    /// taken from the framer: no copy).
-    pub(crate) fn owned(storage: Vec<u8>, at: usize, head: Head) -> Received {
-        Received { frames: Frames::new(storage, None), head: head.at(at), queued: None }
+    /// taken from the framer: no copy). The storage goes back to `pool`
+    /// once the last clone is dropped (the pool keeps it only while its
+    /// reader has a frame in progress).
+    pub(crate) fn owned(storage: Vec<u8>, at: usize, head: Head, pool: &Arc<Pool<Inbound>>) -> Received {
+        let frames = Arc::new(Frames { bytes: storage, _held: None, pool: Some(Arc::clone(pool)) });
+        Received { frames, head: head.at(at), queued: None }
     }
 
     /// The message `head` describes in `frames` (a shared buffer).

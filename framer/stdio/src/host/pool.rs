@@ -14,6 +14,13 @@
 //!   item vectors, and at most its `max_bytes` of capacity in all (a
 //!   vector's capacity times the size of its element). What does not fit is
 //!   freed as before; so is everything once the pool is dropped.
+//! * **One large storage, only mid-frame.** The storage of a frame larger
+//!   than `max_bytes` (one the framer gave away with its frame) is kept in
+//!   one more slot, only while the reader has a frame in progress and its
+//!   framer's own storage is at most 1 MiB, and the reader hands it to the
+//!   framer at its next read ([`Framer::recycle`](mcp_framer::Framer::recycle)),
+//!   so that the frame grows in pages already touched. Between frames the
+//!   slot is emptied (freed): a reader waiting on a quiet pipe keeps none.
 //! * **Holds no message.** What comes back is emptied first: a pooled buffer
 //!   is spare capacity, not bytes of the queue, and counts against no queue
 //!   bound (those count the frames' bytes of the messages alive).
@@ -39,6 +46,14 @@ struct Spare<I> {
     items: [Option<Vec<I>>; SPARES],
     /// The capacity kept, in bytes.
     bytes: usize,
+    /// The storage of one large frame (more than `max_bytes`), kept only
+    /// while the reader has a frame in progress, for its framer to grow in
+    /// ([`Framer::recycle`](mcp_framer::Framer::recycle)).
+    large: Option<Vec<u8>>,
+    /// Whether the reader has a frame in progress: large storage is kept.
+    want_large: bool,
+    /// Large storages taken back by the reader so far (tests).
+    large_taken: u64,
 }
 
 /// What `vec`'s capacity takes, in bytes.
@@ -73,7 +88,17 @@ fn keep<T>(slots: &mut [Option<Vec<T>>], bytes: &mut usize, max: usize, vec: Vec
 impl<I> Pool<I> {
     /// An empty pool that keeps at most `max_bytes` of capacity.
     pub(crate) fn new(max_bytes: usize) -> Pool<I> {
-        Pool { spare: Mutex::new(Spare { buffers: [None, None], items: [None, None], bytes: 0 }), max_bytes }
+        Pool {
+            spare: Mutex::new(Spare {
+                buffers: [None, None],
+                items: [None, None],
+                bytes: 0,
+                large: None,
+                want_large: false,
+                large_taken: 0,
+            }),
+            max_bytes,
+        }
     }
 
     /// An empty buffer kept here, if any.
@@ -96,16 +121,54 @@ impl<I> Pool<I> {
         self.spare.try_lock().is_ok_and(|spare| spare.buffers.iter().all(Option::is_none))
     }
 
-    /// Keeps `buffer`, emptied, if there is room; frees it otherwise.
+    /// Keeps `buffer`, emptied, if there is room; frees it otherwise. A
+    /// buffer larger than the pool's bytes (a large frame's storage) is
+    /// kept in the one large slot while the reader has a frame in progress
+    /// ([`want_large`](Pool::want_large)) and the slot is free; it keeps
+    /// its length, so its framer does not zero it again (its stale bytes
+    /// are never read: they are lent to reads, which overwrite them).
     pub(crate) fn give_buffer(&self, mut buffer: Vec<u8>) {
-        buffer.clear();
         // Freed, when it is, after the lock is released.
         let _left = match self.spare.try_lock() {
             Ok(mut spare) => {
-                let Spare { buffers, bytes, .. } = &mut *spare;
-                keep(buffers, bytes, self.max_bytes, buffer).err()
+                let Spare { buffers, bytes, large, want_large, .. } = &mut *spare;
+                if bytes_of(&buffer) > self.max_bytes {
+                    match large {
+                        None if *want_large => {
+                            *large = Some(buffer);
+                            None
+                        }
+                        _ => Some(buffer),
+                    }
+                } else {
+                    buffer.clear();
+                    keep(buffers, bytes, self.max_bytes, buffer).err()
+                }
             }
             Err(_) => Some(buffer),
+        };
+    }
+
+    /// The large frame's storage kept here, if any.
+    pub(crate) fn take_large(&self) -> Option<Vec<u8>> {
+        let mut spare = self.spare.try_lock().ok()?;
+        let large = spare.large.take()?;
+        spare.large_taken += 1;
+        Some(large)
+    }
+
+    /// Whether the reader has a frame in progress, so a large frame's
+    /// storage given back is kept for it; when not, what is kept is freed.
+    /// Called by the reader before it hands a large frame over and after
+    /// every read. If the lock is busy the large slot is left as it is
+    /// until the next call.
+    pub(crate) fn want_large(&self, want: bool) {
+        let _left = match self.spare.try_lock() {
+            Ok(mut spare) => {
+                spare.want_large = want;
+                if want { None } else { spare.large.take() }
+            }
+            Err(_) => None,
         };
     }
 
@@ -119,6 +182,18 @@ impl<I> Pool<I> {
             }
             Err(_) => Some(items),
         };
+    }
+
+    /// How many large storages the reader took back.
+    #[cfg(test)]
+    pub(crate) fn large_taken(&self) -> u64 {
+        self.spare.lock().unwrap().large_taken
+    }
+
+    /// The capacity of the large storage kept, if any.
+    #[cfg(test)]
+    pub(crate) fn large_kept(&self) -> Option<usize> {
+        self.spare.lock().unwrap().large.as_ref().map(Vec::capacity)
     }
 
     /// Where the item vectors kept start.
@@ -192,6 +267,20 @@ mod tests {
         pool.give_items(Vec::new());
         pool.give_buffer(Vec::new());
         assert_eq!(pool.kept(), (1, 2, 4040), "nothing to keep in an unallocated vector");
+        // Over the pool's bytes: the large slot, while wanted.
+        let large = Pool::<u64>::new(4096);
+        large.give_buffer(Vec::with_capacity(8192));
+        assert_eq!((large.kept(), large.large_kept()), ((0, 0, 0), None), "no frame in progress: freed");
+        large.want_large(true);
+        large.give_buffer(Vec::with_capacity(8192));
+        large.give_buffer(Vec::with_capacity(9000));
+        assert_eq!((large.kept(), large.large_kept()), ((0, 0, 0), Some(8192)), "one large slot");
+        large.want_large(false);
+        assert_eq!(large.large_kept(), None, "freed when no frame is in progress");
+        large.want_large(true);
+        large.give_buffer(Vec::with_capacity(8192));
+        assert_eq!(large.take_large().map(|b| b.capacity()), Some(8192));
+        assert_eq!(large.large_kept(), None);
         let small = Pool::<u8>::new(0);
         small.give_buffer(Vec::with_capacity(1));
         assert_eq!(small.kept(), (0, 0, 0), "a pool of no bytes keeps nothing");

@@ -132,6 +132,16 @@ pub struct ReaderReport {
 /// hand-off: a message taken from the queue, or a woken requester, is
 /// already counted (in `frames`, `stdout_bytes` and `delivered`).
 ///
+/// **Large storage comes back too.** When the application drops a frame
+/// that left with the framer's storage while the next frame is in progress
+/// (bytes of it buffered, the framer's own storage at most 1 MiB), that
+/// storage comes back and the frame in progress grows in it
+/// ([`Framer::recycle`]): no fresh pages to fault in, no regrowth copies,
+/// and still no copy of any frame. Between frames none is kept, in the pool
+/// or the framer, so an idle connection holds no large storage; while a
+/// frame is in progress, at most one recycled storage (at most the limit)
+/// sits beside at most 1 MiB of the framer's own.
+///
 /// **Buffers come back.** When the application drops the last message of a
 /// batch, the batch's buffer goes back to the reader, emptied, and so does
 /// the batch's item vector once its last item is taken; a later read fills
@@ -211,6 +221,11 @@ struct Batch {
     /// How many items are messages.
     messages: usize,
 }
+
+/// The most storage of its own the framer may have for the reader to keep a
+/// large frame's storage given back for it (the framer's own rule, 1 MiB):
+/// recycled storage never sits beside a large line.
+const RECYCLE_BESIDE: usize = 1 << 20;
 
 /// The most capacity, in bytes, the reader's own list of a read's items
 /// keeps from one read to the next: one default read's worth (64 KiB).
@@ -328,6 +343,11 @@ impl Reader {
         };
         let end = loop {
             self.ids.before_read(&framer, read_cap);
+            // A large frame's storage the application gave back: the frame
+            // in progress grows in it (kept only while one is).
+            if let Some(storage) = self.pool.take_large() {
+                framer.recycle(storage);
+            }
             let spare = framer.spare();
             let cap = spare.len().min(read_cap);
             let read = stdout.read(&mut spare[..cap]).await;
@@ -357,6 +377,13 @@ impl Reader {
                 break end;
             }
             self.ids.after_drain();
+            // Between frames nothing recycled is kept, here or in the pool:
+            // a reader that waits on a quiet pipe holds no large storage.
+            let in_progress = framer.buffered() > 0 && framer.capacity() <= RECYCLE_BESIDE;
+            self.pool.want_large(in_progress);
+            if !in_progress {
+                framer.release_recycled();
+            }
             self.publish(&framer);
             if eof {
                 break ReaderEnd::Eof;
@@ -405,7 +432,10 @@ impl Reader {
                     let received = if large {
                         let (storage, at) =
                             framer.take_frame(len).expect("the reader's frames are in the framer's buffer");
-                        Received::owned(storage, at.start, head)
+                        // Its storage comes back for the next frame if one
+                        // is in progress by the time it is dropped.
+                        self.pool.want_large(framer.buffered() > 0 && framer.capacity() <= RECYCLE_BESIDE);
+                        Received::owned(storage, at.start, head, &self.pool)
                     } else {
                         Received::copied(frame, head)
                     };
@@ -809,6 +839,45 @@ mod tests {
             assert!(starts.len() >= 20, "{} batches", starts.len());
             let last: std::collections::HashSet<_> = starts[starts.len() - 20..].iter().collect();
             assert!(last.len() <= SPARES, "{} buffers for the last 20 batches", last.len());
+        })
+        .await
+        .expect("watchdog");
+    }
+
+    /// Frames over `retain` leave with the framer's storage; dropped by a
+    /// consumer while the next frame is in progress, that storage comes
+    /// back and the next frame grows in it. Between frames none is kept.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_frames_storage_comes_back_for_a_later_frame_and_is_not_kept_between_frames() {
+        use tokio::io::AsyncWriteExt as _;
+        let body = "x".repeat(60 << 10);
+        let note = format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{body}"}}}}"#);
+        let frames = 12;
+        let input = format!("{note}\n").repeat(frames);
+        tokio::time::timeout(Duration::from_secs(60), async {
+            let mut config = SessionConfig::default();
+            config.framer.retain = 4096;
+            let (tx, mut rx) = crate::host::inbound_channel();
+            let reader = Reader::new(&config, tx);
+            let pool = Arc::clone(&reader.pool);
+            let (mut server, stdout) = tokio::io::duplex(16 << 10);
+            let reader = tokio::spawn(reader.run(stdout));
+            let writer = tokio::spawn(async move {
+                server.write_all(input.as_bytes()).await.unwrap();
+            });
+            let mut received_frames = 0;
+            while let Some(item) = rx.recv().await {
+                let Inbound::Notification(received) = item else { panic!("{item:?}") };
+                assert_eq!(received.frame(), note.as_bytes());
+                received_frames += 1;
+                drop(received);
+            }
+            writer.await.unwrap();
+            assert!(matches!(reader.await.unwrap().end, ReaderEnd::Eof));
+            assert_eq!(received_frames, frames);
+            let back = pool.large_taken();
+            assert!(back >= 1 && back < frames as u64, "storages given back to the framer: {back}");
+            assert_eq!(pool.large_kept(), None, "the stream ended between frames: nothing large kept");
         })
         .await
         .expect("watchdog");
