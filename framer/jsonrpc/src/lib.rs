@@ -95,6 +95,12 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The README's Rust example, compiled as a doctest so that it stays in step
+/// with the API (it is also this page's first example, under "Decoding").
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
+
 #[cfg(feature = "check")]
 #[doc(hidden)]
 pub mod check;

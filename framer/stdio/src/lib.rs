@@ -1,6 +1,28 @@
 //! MCP's stdio transport on tokio, built on the [`mcp_framer`] core and the
 //! [`mcp_framer_jsonrpc`] parser.
 //!
+//! A host, spawning a server (the README's first example; feature `host`):
+//!
+//! ```rust,no_run
+//! # #[cfg(feature = "host")]
+//! # mod example {
+//! use mcp_framer_stdio::host::{Session, SessionConfig};
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut command = tokio::process::Command::new("node");
+//!     command.arg("my-server.js");
+//!     let (session, mut inbound) = Session::spawn(command, SessionConfig::default())?;
+//!     tokio::spawn(async move { while let Some(_message) = inbound.recv().await { /* notifications, server requests */ } });
+//!     let tools = session.request("tools/list", &serde_json::json!({})).await?;
+//!     println!("{}", tools.payload().unwrap_or("null"));
+//!     session.shutdown().await;
+//!     Ok(())
+//! }
+//! # }
+//! # fn main() {}
+//! ```
+//!
 //! stdio is a bounded byte pipe (64 KiB on Linux), not a message bus: a host
 //! that stops reading a server's stdout makes the server block in `write()`
 //! and stop reading stdin. This crate has both ends of the pipe:
@@ -29,6 +51,12 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's Rust examples, compiled as doctests so that they stay in
+/// step with the crate (both features: the README shows both sides).
+#[cfg(all(doctest, feature = "host", feature = "server"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
 
 #[cfg(any(feature = "host", feature = "server"))]
 mod bound;
