@@ -12,6 +12,8 @@
 //! * [`v2_server`]: the `lib_server` tools behind the experimental
 //!   `stdio-v2` front (HTTP/2 over stdio), plus a few tools of its own.
 //!   Binary: `v2_server`.
+//! * [`soak`]: minutes of mixed traffic on either transport, memory
+//!   sampled, a verdict (binaries `soak` and `soak_server`; `scripts/soak`).
 //! * [`report`]: the machine-readable stderr lines both fixtures write.
 //! * [`support`]: watchdogs, polling, and process-group checks for the tests.
 //!
@@ -32,6 +34,7 @@ pub mod hostile;
 pub mod lib_server;
 pub mod probe_fixture;
 pub mod report;
+pub mod soak;
 pub mod support;
 pub mod v2_server;
 

@@ -1,0 +1,5 @@
+//! The soak; see `mcp_framer_e2e::soak`.
+
+fn main() -> std::process::ExitCode {
+    mcp_framer_e2e::soak::main()
+}
