@@ -40,7 +40,10 @@ pub struct V2Config {
     pub max_listeners: usize,
     /// Streams the client reset that h2 keeps before it ends the connection
     /// with `ENHANCE_YOUR_CALM` (a reset flood; h2's
-    /// `max_pending_accept_reset_streams`). Default 20, h2's.
+    /// `max_pending_accept_reset_streams`). Default 128: above h2's 20, since
+    /// a legitimate host that drops a burst of calls at once (16 in the
+    /// soak) resets them faster than a loaded server accepts them; a flood
+    /// still ends the connection.
     pub max_pending_accept_reset_streams: usize,
     /// Streams this side reset for the client's protocol errors before h2
     /// ends the connection (h2's `max_local_error_reset_streams`). Default
@@ -70,7 +73,7 @@ impl Default for V2Config {
             max_concurrent_streams: 1024,
             max_header_list_size: 16 << 10,
             max_listeners: 8,
-            max_pending_accept_reset_streams: 20,
+            max_pending_accept_reset_streams: 128,
             max_local_error_reset_streams: 1024,
             stream_backlog: 1 << 20,
             max_assembling: None,
