@@ -511,3 +511,45 @@ fn a_stderr_flood_per_request_warns_and_names_the_hosts_that_deadlock() {
     assert_eq!(quiet.verdict("stderr"), "PASS", "{}", quiet.text);
     assert!(quiet.evidence("stderr").contains("tools/list: 3000 bytes on stderr"), "{}", quiet.text);
 }
+
+/// Validates `xml` against the JUnit XSD named by `MCP_PROBE_JUNIT_XSD`
+/// (the Jenkins xunit plugin's `junit-10.xsd`) with Python's `xmlschema`
+/// (`MCP_PROBE_PYTHON`, else `python3`); `None` when no XSD is named.
+fn validate_junit(xml: &std::path::Path) -> Option<Result<(), String>> {
+    let xsd = std::env::var("MCP_PROBE_JUNIT_XSD").ok()?;
+    let python = std::env::var("MCP_PROBE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = "import sys, xmlschema; xmlschema.XMLSchema(sys.argv[1]).validate(sys.argv[2])";
+    let mut command = Command::new(python);
+    command.args(["-c", script, &xsd]).arg(xml);
+    let output = run_watched(command, Duration::from_secs(60), "xmlschema");
+    Some(if output.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&output.stderr).into_owned()) })
+}
+
+#[test]
+fn junit_output_has_one_testcase_per_check_and_fits_the_jenkins_schema() {
+    let xml = std::env::temp_dir().join(format!("mcp-probe-junit-{}.xml", std::process::id()));
+    let xml_arg = xml.to_string_lossy().into_owned();
+    let run = probe(&["--only", "exit-flush,stderr,bad-input", "--junit", &xml_arg], &["--cut-at-exit"]);
+    // Exit codes are unchanged by --junit.
+    assert_eq!(run.exit, Some(1), "{}", run.text);
+    let text = std::fs::read_to_string(&xml).expect("the JUnit file");
+    assert_eq!(text.matches("<testcase ").count(), CHECKS.len() + 1, "{text}");
+    for (i, name) in CHECKS.iter().enumerate() {
+        assert!(text.contains(&format!("<testcase name=\"{} {name}\"", i + 1)), "{name}:\n{text}");
+    }
+    assert!(text.contains("failures=\"1\" errors=\"0\" skipped=\"8\""), "{text}");
+    assert!(text.contains("<failure type=\"FAIL\" message=\"FAIL: round 1: tools/call large"), "{text}");
+    assert!(text.contains("<skipped message=\"not selected (--only / --skip)\"/>"), "{text}");
+    match validate_junit(&xml) {
+        None => eprintln!("MCP_PROBE_JUNIT_XSD not set: the XML was checked by shape only"),
+        Some(result) => {
+            result.unwrap_or_else(|e| panic!("the JUnit XML does not fit the schema: {e}\n{text}"));
+            // The validator can fail: a test case without its name.
+            let broken = xml.with_extension("broken.xml");
+            std::fs::write(&broken, text.replacen("<testcase name=\"1 stdout-hygiene\"", "<testcase", 1)).unwrap();
+            assert!(validate_junit(&broken).is_some_and(|r| r.is_err()), "a nameless testcase must be rejected");
+            let _ = std::fs::remove_file(&broken);
+        }
+    }
+    let _ = std::fs::remove_file(&xml);
+}

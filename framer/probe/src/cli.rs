@@ -52,6 +52,10 @@ pub struct Cli {
     /// Write the report as JSON (schema `mcp-probe-report`, version 4) to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
+    /// Write the report as JUnit XML to FILE: one test case per check (a
+    /// FAIL, or with --fail-on warn a WARN, is a failure; a SKIP skipped).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
     /// Run only these checks (names or numbers, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
     pub(crate) only: Vec<CheckId>,
@@ -165,6 +169,11 @@ impl Cli {
     /// [`CheckId::ALL`] and [`CheckId::STDIO_V2`]) after the help.
     pub(crate) fn command_with_help() -> clap::Command {
         <Cli as clap::CommandFactory>::command().after_help(after_help())
+    }
+
+    /// `--junit FILE`: where the report's JUnit XML goes, if anywhere.
+    pub fn junit(&self) -> Option<&Path> {
+        self.junit.as_deref()
     }
 
     /// `--json FILE`: where the report's JSON goes, if anywhere.

@@ -45,6 +45,7 @@ mod cli;
 mod duration;
 mod error;
 mod hints;
+mod junit;
 mod options;
 mod processes;
 mod progress;
