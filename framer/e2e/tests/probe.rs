@@ -25,17 +25,16 @@ const WATCHDOG: Duration = Duration::from_secs(300);
 /// something must happen (see `FAST_PROBE`).
 const FAST: &[&str] = mcp_framer_e2e::support::FAST_PROBE;
 
-const CHECKS: [&str; 9] = [
-    "stdout-hygiene",
-    "handshake",
-    "bad-input",
-    "request-size",
-    "framing",
-    "response-limits",
-    "backpressure",
-    "cancellation",
-    "shutdown",
-];
+/// The newline checks' names, from the probe's one list.
+const CHECKS: [&str; 11] = {
+    let mut names = [""; 11];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = mcp_probe::CheckId::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 struct Run {
     exit: Option<i32>,
@@ -93,19 +92,19 @@ impl Run {
 /// Runs the probe with `FAST`, then `extra`, against the fixture with
 /// `fixture` switches.
 fn probe(extra: &[&str], fixture: &[&str]) -> Run {
-    let json = temp_json("mcp-probe", fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')));
+    let server = [&[env!("CARGO_BIN_EXE_probe_fixture")], fixture].concat();
+    probe_server(extra, &[], fixture.first().map_or("well-behaved", |s| s.trim_start_matches('-')), &server)
+}
+
+/// Runs the probe with `FAST` (less the flags in `without`), then `extra`,
+/// against `server` (a command line); `label` names its report file.
+fn probe_server(extra: &[&str], without: &[&str], label: &str, server: &[&str]) -> Run {
+    let json = temp_json("mcp-probe", label);
     // A flag in `extra` replaces FAST's.
-    let fast = FAST.chunks(2).filter(|pair| !extra.contains(&pair[0])).flatten();
+    let fast = FAST.chunks(2).filter(|pair| !extra.contains(&pair[0]) && !without.contains(&pair[0])).flatten();
     let mut command = Command::new(env!("CARGO_BIN_EXE_probe_cli"));
-    command
-        .args(fast)
-        .args(extra)
-        .arg("--json")
-        .arg(&json)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_probe_fixture"))
-        .args(fixture);
-    let ProbeRun { exit, text, report } = run_probe(command, &json, WATCHDOG, &format!("mcp-probe {fixture:?}"));
+    command.args(fast).args(extra).arg("--json").arg(&json).arg("--").args(server);
+    let ProbeRun { exit, text, report } = run_probe(command, &json, WATCHDOG, &format!("mcp-probe {server:?}"));
     Run { exit, text, report }
 }
 
@@ -123,8 +122,8 @@ fn the_well_behaved_fixture_passes_every_check() {
     assert_eq!(run.exit, Some(0), "{}", run.text);
     let report = run.report();
     validate(&schema(), report, "report");
-    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(3)));
-    assert_eq!(report["summary"]["pass"], 9);
+    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(4)));
+    assert_eq!(report["summary"]["pass"], 11);
     assert_eq!(report["server_info"]["name"], "probe_fixture");
     // It serves both eras: the probe finds the modern one first.
     assert_eq!(report["opening"]["era"], "modern", "{}", run.text);
@@ -140,7 +139,7 @@ fn the_well_behaved_fixture_passes_every_check() {
     assert!(run.evidence("request-size").contains("error reply -32600 (id null)"), "{}", run.text);
     assert!(run.evidence("backpressure").contains("65536 bytes of the server's output were waiting"), "{}", run.text);
     assert!(run.evidence("response-limits").contains("skipped a frame of"), "{}", run.text);
-    assert!(run.text.contains("summary: 9 PASS, 0 WARN, 0 FAIL, 0 SKIP"), "{}", run.text);
+    assert!(run.text.contains("summary: 11 PASS, 0 WARN, 0 FAIL, 0 SKIP"), "{}", run.text);
     // The schema rejects what it should (the validator can fail).
     let mut broken = report.clone();
     broken["checks"][0]["verdict"] = Value::from("MAYBE");
@@ -368,7 +367,7 @@ fn checks_without_their_tool_are_skipped_with_the_reason() {
     assert!(evidence(5).contains("needs a tool with a large result: --large"), "{report}");
     assert!(evidence(6).contains("needs a tool with a large result: --large"), "{report}");
     assert!(evidence(7).contains("needs a tool that runs for a while: --slow"), "{report}");
-    assert_eq!(report["summary"]["skip"], 9);
+    assert_eq!(report["summary"]["skip"], 11);
     // With the tools, the same selection runs and passes.
     for name in ["response-limits", "backpressure", "cancellation"] {
         assert_eq!(run.verdict(name), "PASS", "{}", run.text);
@@ -421,4 +420,136 @@ fn list_tools_prints_every_tool_with_its_schema_and_hints() {
     assert!(stdout.contains(r#"inputSchema: {"properties":{"bytes""#), "{stdout}");
     assert!(stdout.contains(r#"may suit: --large 'large {"bytes":4000000}'"#), "{stdout}");
     assert!(stdout.contains(r#"may suit: --slow 'slow {"seconds":10}'"#), "{stdout}");
+}
+
+/// The cut frames of an exit-flush run: the bytes received in each round.
+fn cuts(run: &Run) -> Vec<u64> {
+    let measured = &run.check("exit-flush")["measurements"];
+    measured["cut_at"].as_array().expect("cut_at").iter().filter_map(Value::as_u64).collect()
+}
+
+#[test]
+fn exiting_with_the_last_frame_queued_fails_exit_flush_every_round() {
+    // The writer exits between two 64 KiB pieces once stdin has ended; the
+    // probe reads stdout only after closing stdin, so every round is cut,
+    // on a pipe boundary, whatever the load.
+    let run = probe(&[], &["--cut-at-exit"]);
+    run.only_fails(
+        "exit-flush",
+        &[
+            "round 1: tools/call large with stdin closed right after it: the last frame was cut at EOF",
+            "round 3:",
+            "a request that never completes",
+        ],
+    );
+    let cut = cuts(&run);
+    assert_eq!(cut.len(), 3, "{}", run.text);
+    assert!(cut.iter().all(|&n| n > 0 && n % 65_536 == 0 && n < 1_048_576), "{cut:?}:\n{}", run.text);
+    assert_eq!(run.report()["hints"][0]["behaviour"], "cuts-last-frame-at-exit", "{}", run.text);
+    // The well-behaved fixture drains before it exits: whole every round.
+    let control = probe(&["--only", "exit-flush"], &[]);
+    assert_eq!(control.verdict("exit-flush"), "PASS", "{}", control.text);
+    assert_eq!(control.evidence("exit-flush").matches("the whole result (1048705 bytes) arrived, then EOF").count(), 3);
+    assert_eq!(control.check("exit-flush")["measurements"]["cut_rounds"], 0);
+}
+
+/// `node`, if it is on the PATH (the Node fixture's tests need it).
+fn node() -> Option<&'static str> {
+    let found = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("node is not on the PATH: the Node fixture's test is skipped (the Rust fixture covers the check)");
+    }
+    found.then_some("node")
+}
+
+#[test]
+fn a_node_server_that_calls_process_exit_at_stdin_end_fails_exit_flush() {
+    let Some(node) = node() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/cut_at_exit.mjs");
+    let large = ["--large", r#"dump {"bytes":4000000}"#, "--only", "exit-flush,stderr"];
+    let run = probe_server(&large, &["--slow"], "cut-at-exit-node", &[node, script]);
+    run.only_fails("exit-flush", &["the last frame was cut at EOF", "exactly 1 x 65,536"]);
+    let cut = cuts(&run);
+    assert!(cut.len() == 3 && cut.iter().all(|&n| n % 65_536 == 0 && n < 4_000_000), "{cut:?}:\n{}", run.text);
+    // With a drain before process.exit(), the same server passes.
+    let drained = probe_server(&large, &["--slow"], "cut-at-exit-node-drain", &[node, script, "--drain"]);
+    drained.no_fails();
+    assert_eq!(drained.verdict("exit-flush"), "PASS", "{}", drained.text);
+    assert_eq!(drained.evidence("exit-flush").matches("the whole result (40000").count(), 3, "{}", drained.text);
+}
+
+#[test]
+fn a_stderr_flood_per_request_warns_and_names_the_hosts_that_deadlock() {
+    let run = probe(&["--only", "stderr"], &["--stderr-per-request", "200000"]);
+    run.no_fails();
+    assert_eq!(run.verdict("stderr"), "WARN", "{}", run.text);
+    let evidence = run.evidence("stderr");
+    for needle in [
+        "WARN: tools/list made the server write 200000 bytes on stderr (over a 65536-byte pipe)",
+        "mark3labs/mcp-go #956",
+        "TypeScript SDK v2 client",
+        "activeing123/mcptoon #19",
+    ] {
+        assert!(evidence.contains(needle), "{needle:?} not in:\n{evidence}");
+    }
+    let measured = &run.check("stderr")["measurements"];
+    assert_eq!(measured["max_request_stderr_bytes"], 200_000, "{}", run.text);
+    assert!(measured["handshake_stderr_bytes"].as_u64().is_some_and(|n| n >= 200_000), "{}", run.text);
+    // A chatty start-up: over 4 KiB before the handshake's answer.
+    let start = probe(&["--only", "stderr"], &["--stderr-at-start", "6000"]);
+    start.no_fails();
+    assert_eq!(start.verdict("stderr"), "WARN", "{}", start.text);
+    assert!(
+        start
+            .evidence("stderr")
+            .contains("WARN: 6021 bytes on stderr from start-up to the server/discover answer (over 4096)"),
+        "{}",
+        start.text
+    );
+    // Quiet per request, under the handshake's bound: PASS.
+    let quiet = probe(&["--only", "stderr"], &["--stderr-per-request", "3000"]);
+    assert_eq!(quiet.verdict("stderr"), "PASS", "{}", quiet.text);
+    assert!(quiet.evidence("stderr").contains("tools/list: 3000 bytes on stderr"), "{}", quiet.text);
+}
+
+/// Validates `xml` against the JUnit XSD named by `MCP_PROBE_JUNIT_XSD`
+/// (the Jenkins xunit plugin's `junit-10.xsd`) with Python's `xmlschema`
+/// (`MCP_PROBE_PYTHON`, else `python3`); `None` when no XSD is named.
+fn validate_junit(xml: &std::path::Path) -> Option<Result<(), String>> {
+    let xsd = std::env::var("MCP_PROBE_JUNIT_XSD").ok()?;
+    let python = std::env::var("MCP_PROBE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = "import sys, xmlschema; xmlschema.XMLSchema(sys.argv[1]).validate(sys.argv[2])";
+    let mut command = Command::new(python);
+    command.args(["-c", script, &xsd]).arg(xml);
+    let output = run_watched(command, Duration::from_secs(60), "xmlschema");
+    Some(if output.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&output.stderr).into_owned()) })
+}
+
+#[test]
+fn junit_output_has_one_testcase_per_check_and_fits_the_jenkins_schema() {
+    let xml = std::env::temp_dir().join(format!("mcp-probe-junit-{}.xml", std::process::id()));
+    let xml_arg = xml.to_string_lossy().into_owned();
+    let run = probe(&["--only", "exit-flush,stderr,bad-input", "--junit", &xml_arg], &["--cut-at-exit"]);
+    // Exit codes are unchanged by --junit.
+    assert_eq!(run.exit, Some(1), "{}", run.text);
+    let text = std::fs::read_to_string(&xml).expect("the JUnit file");
+    assert_eq!(text.matches("<testcase ").count(), CHECKS.len() + 1, "{text}");
+    for (i, name) in CHECKS.iter().enumerate() {
+        assert!(text.contains(&format!("<testcase name=\"{} {name}\"", i + 1)), "{name}:\n{text}");
+    }
+    assert!(text.contains("failures=\"1\" errors=\"0\" skipped=\"8\""), "{text}");
+    assert!(text.contains("<failure type=\"FAIL\" message=\"FAIL: round 1: tools/call large"), "{text}");
+    assert!(text.contains("<skipped message=\"not selected (--only / --skip)\"/>"), "{text}");
+    match validate_junit(&xml) {
+        None => eprintln!("MCP_PROBE_JUNIT_XSD not set: the XML was checked by shape only"),
+        Some(result) => {
+            result.unwrap_or_else(|e| panic!("the JUnit XML does not fit the schema: {e}\n{text}"));
+            // The validator can fail: a test case without its name.
+            let broken = xml.with_extension("broken.xml");
+            std::fs::write(&broken, text.replacen("<testcase name=\"1 stdout-hygiene\"", "<testcase", 1)).unwrap();
+            assert!(validate_junit(&broken).is_some_and(|r| r.is_err()), "a nameless testcase must be rejected");
+            let _ = std::fs::remove_file(&broken);
+        }
+    }
+    let _ = std::fs::remove_file(&xml);
 }

@@ -23,17 +23,21 @@ pub enum CheckId {
     Cancellation,
     /// 9: the server exits when stdin closes, leaving no process behind.
     Shutdown,
+    /// 10: the last frame survives exit: a large result asked for just
+    /// before stdin closes arrives whole (or an error for it does).
+    ExitFlush,
     /// `stdio-v2` 1: the server speaks `stdio-v2` (the HTTP/2 handshake completes).
     Selection,
     /// `stdio-v2` 5: a request is answered while a large result streams.
     HeadOfLine,
-    /// `stdio-v2` 7: the server's stderr is drained into a bounded tail.
+    /// 11 (`stdio-v2` 7): stderr per request and for the handshake, within
+    /// what a pipe holds (`stdio-v2`: drained into a bounded tail).
     Stderr,
 }
 
 impl CheckId {
     /// Every check, in order.
-    pub const ALL: [CheckId; 9] = [
+    pub const ALL: [CheckId; 11] = [
         CheckId::StdoutHygiene,
         CheckId::Handshake,
         CheckId::BadInput,
@@ -43,6 +47,8 @@ impl CheckId {
         CheckId::Backpressure,
         CheckId::Cancellation,
         CheckId::Shutdown,
+        CheckId::ExitFlush,
+        CheckId::Stderr,
     ];
 
     /// The checks of `--transport stdio-v2`, in order: the newline checks
@@ -59,16 +65,17 @@ impl CheckId {
         CheckId::Shutdown,
     ];
 
-    /// Its number, 1 to 9: its place in [`ALL`](CheckId::ALL), or for the
-    /// three `stdio-v2`-only checks in [`STDIO_V2`](CheckId::STDIO_V2).
-    /// A number on the command line names a check of `ALL`.
+    /// Its number: its place in [`ALL`](CheckId::ALL), or for the two
+    /// `stdio-v2`-only checks in [`STDIO_V2`](CheckId::STDIO_V2). A number
+    /// on the command line names a check of `ALL`; a report numbers its
+    /// checks by their place in its transport's list.
     pub fn number(self) -> u8 {
         let place = |list: &[CheckId]| list.iter().position(|&c| c == self).map(|i| i as u8 + 1);
         place(&Self::ALL).or_else(|| place(&Self::STDIO_V2)).unwrap_or(0)
     }
 
     /// Its name on the command line and in the report.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             CheckId::StdoutHygiene => "stdout-hygiene",
             CheckId::Handshake => "handshake",
@@ -79,6 +86,7 @@ impl CheckId {
             CheckId::Backpressure => "backpressure",
             CheckId::Cancellation => "cancellation",
             CheckId::Shutdown => "shutdown",
+            CheckId::ExitFlush => "exit-flush",
             CheckId::Selection => "selection",
             CheckId::HeadOfLine => "head-of-line",
             CheckId::Stderr => "stderr",
@@ -97,9 +105,10 @@ impl CheckId {
             CheckId::Backpressure => "backpressure",
             CheckId::Cancellation => "cancellation reaches the producer",
             CheckId::Shutdown => "shutdown",
+            CheckId::ExitFlush => "the last frame survives exit",
             CheckId::Selection => "transport selection",
             CheckId::HeadOfLine => "no head-of-line blocking",
-            CheckId::Stderr => "stderr drained",
+            CheckId::Stderr => "stderr within a pipe",
         }
     }
 
@@ -133,6 +142,9 @@ impl CheckId {
             CheckId::Shutdown => {
                 "MCP ends a stdio session by closing stdin; a server that outlives it (or leaves children) leaks a process per session"
             }
+            CheckId::ExitFlush => {
+                "a server that exits at stdin's end with output still queued cuts its last frame: the host holds half a JSON line and a request that never completes"
+            }
             CheckId::Selection => {
                 "stdio-v2 is chosen by configuration, not negotiated: a host and a server that disagree must fail at once, saying so, not hang"
             }
@@ -156,7 +168,11 @@ impl FromStr for CheckId {
         by_name.or(by_number).ok_or_else(|| {
             let mut names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
             names.extend(CheckId::STDIO_V2.iter().map(|c| c.name()).filter(|n| !names.contains(n)).collect::<Vec<_>>());
-            format!("unknown check {text:?}; use a number 1-9 (stdio) or one of {}", names.join(", "))
+            format!(
+                "unknown check {text:?}; use a number 1-{} (stdio) or one of {}",
+                CheckId::ALL.len(),
+                names.join(", ")
+            )
         })
     }
 }
@@ -172,14 +188,14 @@ mod tests {
             assert_eq!((i + 1).to_string().parse::<CheckId>(), Ok(check));
         }
         assert_eq!(
-            [CheckId::Selection, CheckId::HeadOfLine, CheckId::Stderr].map(CheckId::number),
-            [1, 5, 7],
+            [CheckId::Selection, CheckId::HeadOfLine].map(CheckId::number),
+            [1, 5],
             "the v2-only checks are numbered by their place in STDIO_V2"
         );
         for check in CheckId::STDIO_V2 {
             assert_eq!(check.name().parse::<CheckId>(), Ok(check));
         }
-        assert!("9".parse::<CheckId>().is_ok() && "10".parse::<CheckId>().is_err());
+        assert!("11".parse::<CheckId>().is_ok() && "12".parse::<CheckId>().is_err());
         let unknown = "nope".parse::<CheckId>().unwrap_err();
         assert!(unknown.contains("head-of-line") && unknown.contains("framing"), "{unknown}");
     }

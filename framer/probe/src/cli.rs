@@ -4,10 +4,24 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{FromArgMatches, Parser};
 
 use crate::check_id::CheckId;
 use crate::options::{FailOn, Limits, Options, ToolSpec, Transport, parse_duration, parse_size, parse_tool};
+
+/// The text after `--help`: the checks, by number and name, then the
+/// units and an example.
+fn after_help() -> String {
+    let newline: Vec<String> = CheckId::ALL.iter().map(|c| format!("{} {}", c.number(), c.name())).collect();
+    let v2: Vec<&str> = CheckId::STDIO_V2.iter().map(|c| c.name()).collect();
+    format!(
+        "Checks: {}.\nWith --transport stdio-v2 (select by name): {}.\n\
+         Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
+         Example: mcp-probe --large 'dump {{\"bytes\":4000000}}' --slow 'count {{\"seconds\":10}}' -- python server.py",
+        newline.join(", "),
+        v2.join(", ")
+    )
+}
 
 /// Check an MCP stdio server against the transport's release criteria.
 ///
@@ -19,12 +33,6 @@ use crate::options::{FailOn, Limits, Options, ToolSpec, Transport, parse_duratio
 /// that could not be started.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "mcp-probe", version, about, long_about = None)]
-#[command(after_help = "Checks: 1 stdout-hygiene, 2 handshake, 3 bad-input, 4 request-size, 5 framing, \
-6 response-limits, 7 backpressure, 8 cancellation, 9 shutdown.\n\
-With --transport stdio-v2 (select by name): selection, handshake, bad-input, request-size, head-of-line, \
-cancellation, stderr, shutdown.\n\
-Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
-Example: mcp-probe --large 'dump {\"bytes\":4000000}' --slow 'count {\"seconds\":10}' -- python server.py")]
 pub struct Cli {
     /// List the server's tools with their input schemas (and which look
     /// suitable for --large and --slow), then exit.
@@ -41,22 +49,26 @@ pub struct Cli {
     /// experimental `stdio-v2` (HTTP/2 with prior knowledge on stdin and stdout).
     #[arg(long, default_value = "stdio", value_name = "stdio|stdio-v2")]
     pub(crate) transport: Transport,
-    /// Write the report as JSON (schema `mcp-probe-report`, version 3) to FILE.
+    /// Write the report as JSON (schema `mcp-probe-report`, version 4) to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
+    /// Write the report as JUnit XML to FILE: one test case per check (a
+    /// FAIL, or with --fail-on warn a WARN, is a failure; a SKIP skipped).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
     /// Run only these checks (names or numbers, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
     pub(crate) only: Vec<CheckId>,
     /// Skip these checks (names or numbers, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
     pub(crate) skip: Vec<CheckId>,
-    /// A tool whose result is large (checks 6 and 7): its name, then its JSON arguments.
+    /// A tool whose result is large (checks 6, 7, 10 and 11): its name, then its JSON arguments.
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
     pub(crate) large: Option<ToolSpec>,
     /// A tool that runs for a while, ideally sending progress (checks 8 and 9): its name, then its JSON arguments.
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
     pub(crate) slow: Option<ToolSpec>,
-    /// A tool that writes to its stderr (stdio-v2's stderr check): its name, then its JSON arguments.
+    /// A tool that writes to its stderr (the stderr check): its name, then its JSON arguments.
     #[arg(long, value_name = "'NAME {ARGS}'", value_parser = parse_tool)]
     pub(crate) noisy: Option<ToolSpec>,
     /// The protocol version offered in `initialize` (legacy era).
@@ -111,7 +123,7 @@ pub struct Cli {
     /// How long to watch for messages and child processes after the grace (check 8).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub(crate) cancel_watch: Duration,
-    /// How long the server may take to exit once its stdin is closed (check 9).
+    /// How long the server may take to exit once its stdin is closed (checks 9 and 10).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub(crate) exit_timeout: Duration,
     /// How long the server may take to exit after SIGTERM (check 9).
@@ -149,7 +161,19 @@ impl Cli {
     /// The process's arguments, parsed; on `--help` or `--version` prints
     /// and exits with 0, on a usage error prints it and exits with 2.
     pub fn from_env() -> Cli {
-        Cli::parse()
+        let matches = Cli::command_with_help().get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The command line's definition, with the check list (from
+    /// [`CheckId::ALL`] and [`CheckId::STDIO_V2`]) after the help.
+    pub(crate) fn command_with_help() -> clap::Command {
+        <Cli as clap::CommandFactory>::command().after_help(after_help())
+    }
+
+    /// `--junit FILE`: where the report's JUnit XML goes, if anywhere.
+    pub fn junit(&self) -> Option<&Path> {
+        self.junit.as_deref()
     }
 
     /// `--json FILE`: where the report's JSON goes, if anywhere.
@@ -248,5 +272,12 @@ mod tests {
         assert_eq!(args.only, [CheckId::BadInput, CheckId::Shutdown]);
         assert!(Cli::try_parse_from(["mcp-probe"]).is_err(), "a server command is required");
         assert!(Cli::try_parse_from(["mcp-probe", "--only", "nope", "--", "x"]).is_err());
+        let help = Cli::command_with_help().render_long_help().to_string();
+        for check in CheckId::ALL {
+            assert!(help.contains(&format!("{} {}", check.number(), check.name())), "{check:?} not in:\n{help}");
+        }
+        for check in CheckId::STDIO_V2 {
+            assert!(help.contains(check.name()), "{check:?} not in:\n{help}");
+        }
     }
 }

@@ -15,6 +15,8 @@ use crate::report::{Hint, Report};
 const TS: &str = "the TypeScript SDK (StdioServerTransport)";
 /// The official Python SDK's stdio server (`mcp`).
 const PY: &str = "the Python SDK (mcp.server.stdio)";
+/// A Node server that calls `process.exit()` itself.
+const NODE_EXIT: &str = "a Node server calling process.exit() (mthines/lorekit PR #383, apify/mcpc PR #17)";
 
 /// One known behaviour.
 struct Row {
@@ -78,6 +80,14 @@ const TABLE: &[Row] = &[
         fingerprint: false,
         advice: "the SDK's cancellation aborts the handler's signal/task only; a tool must kill the processes it \
                  started when it is cancelled (a process group, and a kill on abort)",
+    },
+    Row {
+        behaviour: "cuts-last-frame-at-exit",
+        sdks: &[NODE_EXIT],
+        fingerprint: false,
+        advice: "Node writes to a pipe asynchronously, and process.exit() drops what process.stdout still holds; at \
+                 stdin's end, exit once stdout has drained (process.stdout.write(\"\", () => process.exit(0))) or \
+                 let the event loop end by itself",
     },
     Row {
         behaviour: "outlives-stdin-while-busy",

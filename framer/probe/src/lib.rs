@@ -7,20 +7,19 @@
 //! mcp-probe --fail-on warn --json report.json --large 'dump {"bytes":4000000}' --slow 'count {"seconds":10}' -- python server.py
 //! ```
 //!
-//! Nine checks, each run against a fresh server process (the root of a
-//! process tree of its own, killed at the end: a process group on unix, a
-//! Job Object on Windows): stdout hygiene, handshake, bad input, incoming
-//! size limit, framing, response limits, backpressure, cancellation and
-//! shutdown. Each gives a [`Verdict`], the evidence and one line on why it
+//! The checks of [`CheckId::ALL`], each run against a fresh server process
+//! (the root of a process tree of its own, killed at the end: a process
+//! group on unix, a Job Object on Windows): stdout hygiene, handshake, bad
+//! input, incoming size limit, framing, response limits, backpressure,
+//! cancellation, shutdown, the last frame at exit and stderr volume. Each gives a [`Verdict`], the evidence and one line on why it
 //! matters; see the README for the criteria. The era is found once, as the
 //! 2026-07-28 revision says: `server/discover` first, `initialize` on any
 //! error or timeout.
 //!
 //! `--transport stdio-v2` (**experimental**, [`Transport::StdioV2`]) probes
 //! a server speaking HTTP/2 on its stdin and stdout instead, over the
-//! `mcp-framer-stdio-v2` host client, with the eight checks of
-//! [`CheckId::STDIO_V2`] (selection, handshake, bad input, request size,
-//! head-of-line, cancellation, stderr, shutdown); see the README.
+//! `mcp-framer-stdio-v2` host client, with the checks of
+//! [`CheckId::STDIO_V2`]; see the README.
 //!
 //! The library's surface: [`run`] with [`Options`] (and their [`Limits`]),
 //! the [`Report`] with its [`Verdict`]s, [`list_tools`], and [`ProbeError`];
@@ -46,6 +45,7 @@ mod cli;
 mod duration;
 mod error;
 mod hints;
+mod junit;
 mod options;
 mod processes;
 mod progress;

@@ -56,6 +56,12 @@ pub(crate) enum RawEvent {
         /// Its length in bytes.
         len: u64,
     },
+    /// Stdout closed in the middle of a frame: `len` bytes of it came, and
+    /// no `\n`.
+    Cut {
+        /// The bytes of the partial frame.
+        len: u64,
+    },
     /// Stdout closed.
     Eof,
 }
@@ -169,7 +175,8 @@ impl RawConn {
                     let event = match event {
                         Event::Frame(frame) => classify(frame, excerpt),
                         Event::OversizeSkipped { len } => RawEvent::Oversize { len },
-                        Event::OversizeStarted { .. } | Event::Truncated { .. } => continue,
+                        Event::Truncated { len, .. } => RawEvent::Cut { len },
+                        Event::OversizeStarted { .. } => continue,
                     };
                     if events_tx.send(event).is_err() {
                         return;
@@ -279,6 +286,12 @@ impl RawConn {
     /// with [`put_stdin`](RawConn::put_stdin).
     pub(crate) fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.stdin.take()
+    }
+
+    /// Closes the server's stdin (its end of input, as a host ends a
+    /// session).
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin = None;
     }
 
     /// Gives the server's stdin back.

@@ -2,13 +2,14 @@
 //!
 //! The JSON form is the contract for tools: its schema is
 //! `report.schema.json` in this crate (`"schema": "mcp-probe-report"`,
-//! `"version": 3`). A new field may appear in a minor release; a field is
+//! `"version": 4`). A new field may appear in a minor release; a field is
 //! removed or changes meaning only with a new `version`. Version 2 added
 //! `opening`, `fail_on`, `hints`, each check's `behaviours` and each
 //! leftover's `cmdline`; `summary.exit_code` now follows `fail_on` (with
 //! the default `fail`, its meaning is version 1's). Version 3 added
 //! `transport` (`"stdio"` or `"stdio-v2"`) and the `stdio-v2` checks'
-//! names.
+//! names. Version 4 added the stdio checks `exit-flush` (10) and `stderr`
+//! (11).
 
 use std::fmt::{self, Write as _};
 
@@ -21,7 +22,7 @@ use crate::processes::{Leftover, SCANS_PROCESSES};
 /// The name of the report's JSON schema.
 pub const SCHEMA: &str = "mcp-probe-report";
 /// The version of the report's JSON schema.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -54,7 +55,7 @@ impl fmt::Display for Verdict {
 /// One check's result.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckResult {
-    /// The check's number (1 to 9).
+    /// The check's number: its place in its transport's list.
     pub number: u8,
     /// Its name (`stdout-hygiene`, ...).
     pub name: &'static str,

@@ -23,6 +23,9 @@
 //! | `--exit-after-large` | exits (status 5) once it has written a `large` result | 6 response-limits (and 7) |
 //! | `--orphan-child` | a cancelled `slow` call leaves its child process running | 8 cancellation |
 //! | `--linger-while-busy` | at stdin EOF, waits for running calls' child processes before exiting | 9 shutdown |
+//! | `--cut-at-exit` | at stdin EOF, exits once its queued frames have started to be written, not finished (Node's `process.exit()` with a pending write) | 10 exit-flush |
+//! | `--stderr-per-request N` | writes N bytes of warnings on stderr for every request | 11 stderr (WARN over 64 KiB) |
+//! | `--stderr-at-start N` | writes N bytes of warnings on stderr at start-up | 11 stderr (WARN over 4 KiB) |
 //!
 //! Switches that are not defects (the probe must not FAIL them):
 //!
@@ -34,6 +37,8 @@
 //! | `--modern-only` | 2026-07-28 only: answers `server/discover`; `initialize` and `ping` get -32601 | handshake PASS, modern era |
 //! | `--legacy-only` | answers `initialize` only: `server/discover` gets -32601 | handshake PASS, legacy era |
 //!
+//! At stdin EOF it first finishes the `large` calls in flight and writes
+//! every queued frame whole (the drain the `--cut-at-exit` defect skips).
 //! By default it serves both eras (`server/discover` and `initialize`).
 //! `slow` starts a child process (`sleep`) for the call's length, and kills
 //! it when the call ends, is cancelled, or stdin closes.
@@ -113,6 +118,16 @@ pub struct Args {
     /// Serve only the legacy era: `server/discover` gets -32601.
     #[arg(long)]
     pub legacy_only: bool,
+    /// At stdin EOF, exit as soon as every queued frame has started to be
+    /// written (its first 64 KiB), cutting the rest.
+    #[arg(long)]
+    pub cut_at_exit: bool,
+    /// Write this many bytes of warnings on stderr for every request.
+    #[arg(long, value_name = "BYTES")]
+    pub stderr_per_request: Option<usize>,
+    /// Write this many bytes of warnings on stderr at start-up.
+    #[arg(long, value_name = "BYTES")]
+    pub stderr_at_start: Option<usize>,
     /// Lines over this many bytes get a -32600 error (and are not kept in memory).
     #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
     pub request_limit: usize,
@@ -143,7 +158,10 @@ impl Out {
         frame.push(b'\n');
         match self {
             Out::Queue(queue) => {
-                let _ = queue.send((frame, exit));
+                flow(|f| f.queued += 1);
+                if queue.send((frame, exit)).is_err() {
+                    flow(|f| f.queued -= 1);
+                }
             }
             Out::Direct(stdout) => {
                 let mut stdout = stdout.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,6 +184,83 @@ impl Out {
     }
 }
 
+/// What is owed on stdout: `large` calls building their result, frames
+/// queued for the writer, and whether it is writing one.
+#[derive(Debug)]
+struct Flow {
+    building: usize,
+    queued: usize,
+    writing: bool,
+    eof: bool,
+    /// How many times the stdin watcher found stdin open with nothing to
+    /// read (`--cut-at-exit`).
+    idle: u64,
+}
+
+/// The fixture's [`Flow`], and its change signal.
+static FLOW: (Mutex<Flow>, std::sync::Condvar) =
+    (Mutex::new(Flow { building: 0, queued: 0, writing: false, eof: false, idle: 0 }), std::sync::Condvar::new());
+
+/// Changes the [`Flow`] and wakes its waiters.
+fn flow<T>(change: impl FnOnce(&mut Flow) -> T) -> T {
+    let out = change(&mut FLOW.0.lock().unwrap_or_else(|e| e.into_inner()));
+    FLOW.1.notify_all();
+    out
+}
+
+/// Waits (at most 10 s) until nothing is building, queued or being written.
+fn wait_flow() {
+    let guard = FLOW.0.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = FLOW.1.wait_timeout_while(guard, Duration::from_secs(10), |f| f.building > 0 || f.queued > 0 || f.writing);
+}
+
+/// Writes one frame; with `--cut-at-exit`, in 64 KiB pieces, as an event
+/// loop would: before each piece after the first, it waits until stdin has
+/// been seen open and idle (two watcher rounds) or at its end, and at the
+/// end it exits, dropping the rest. The cut does not depend on timing: a
+/// closed stdin is never seen idle.
+fn write_frame(stdout: &mut impl Write, frame: &[u8], cut_at_exit: bool) -> io::Result<()> {
+    if !cut_at_exit {
+        return stdout.write_all(frame).and_then(|()| stdout.flush());
+    }
+    for (i, piece) in frame.chunks(64 << 10).enumerate() {
+        if i > 0 {
+            let guard = FLOW.0.lock().unwrap_or_else(|e| e.into_inner());
+            let from = guard.idle;
+            let guard = FLOW.1.wait_while(guard, |f| !f.eof && f.idle < from + 2).unwrap_or_else(|e| e.into_inner());
+            if guard.eof {
+                eprintln!("probe_fixture: stdin closed; exiting with a frame half written (the --cut-at-exit defect)");
+                std::process::exit(0);
+            }
+        }
+        stdout.write_all(piece).and_then(|()| stdout.flush())?;
+    }
+    Ok(())
+}
+
+/// For `--cut-at-exit`: counts the moments stdin is open with nothing to
+/// read (a 5 ms `poll` that times out; a closed stdin polls readable).
+fn watch_stdin() {
+    thread::spawn(|| {
+        loop {
+            #[cfg(unix)]
+            let idle = {
+                let stdin = io::stdin();
+                let mut fds = [rustix::event::PollFd::new(&stdin, rustix::event::PollFlags::IN)];
+                let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+                matches!(rustix::event::poll(&mut fds, Some(&timeout)), Ok(0))
+            };
+            #[cfg(not(unix))]
+            let idle = true;
+            if idle {
+                flow(|f| f.idle += 1);
+            } else {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+}
+
 /// The running `slow` calls' child processes, by request id.
 static CHILDREN: Mutex<Vec<(String, Child)>> = Mutex::new(Vec::new());
 
@@ -182,6 +277,10 @@ fn kill_child(id: &str) {
 /// What happens at stdin EOF: exit, after killing (or, with
 /// `--linger-while-busy`, waiting for) the calls' child processes.
 fn at_eof(args: &Args) -> ExitCode {
+    // Finish what is owed on stdout first (with --cut-at-exit the writer
+    // exits in the middle of a frame larger than 64 KiB instead).
+    flow(|f| f.eof = true);
+    wait_flow();
     let children = std::mem::take(&mut *CHILDREN.lock().unwrap_or_else(|e| e.into_inner()));
     for (_, mut child) in children {
         if args.linger_while_busy {
@@ -235,14 +334,24 @@ pub fn main() -> ExitCode {
         println!("probe_fixture 1.0 starting (a banner on stdout: the defect)");
     }
     eprintln!("probe_fixture: ready");
+    if let Some(n) = args.stderr_at_start {
+        warn_on_stderr(n, "start-up");
+    }
     let out = if args.blocking_writes {
         Out::Direct(Arc::new(Mutex::new(io::stdout())))
     } else {
         let (queue, frames) = mpsc::channel::<(Vec<u8>, bool)>();
+        let cut_at_exit = args.cut_at_exit;
+        if cut_at_exit {
+            watch_stdin();
+        }
         thread::spawn(move || {
             let mut stdout = io::stdout().lock();
             for (frame, exit) in frames {
-                if stdout.write_all(&frame).and_then(|()| stdout.flush()).is_err() {
+                flow(|f| (f.queued, f.writing) = (f.queued - 1, true));
+                let written = write_frame(&mut stdout, &frame, cut_at_exit);
+                flow(|f| f.writing = false);
+                if written.is_err() {
                     return;
                 }
                 if exit {
@@ -395,6 +504,9 @@ fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<Atomic
     }
     let method = object.get("method").and_then(Value::as_str).unwrap_or("");
     let params = object.get("params").cloned().unwrap_or(Value::Null);
+    if let (Some(n), Some(_)) = (args.stderr_per_request, &id) {
+        warn_on_stderr(n, method);
+    }
     let Some(id) = id else {
         if method == "notifications/cancelled" {
             let key = params.get("requestId").map(Value::to_string).unwrap_or_default();
@@ -444,6 +556,14 @@ fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<Atomic
     }
 }
 
+/// Writes `n` bytes of warning lines on stderr, about `what`.
+fn warn_on_stderr(n: usize, what: &str) {
+    let line = format!("probe_fixture: WARNING: a chatty warning while serving {what}\n");
+    let mut text = line.repeat(n / line.len() + 1);
+    text.truncate(n);
+    let _ = io::stderr().lock().write_all(text.as_bytes());
+}
+
 fn tool(name: &str) -> Value {
     let description = match name {
         "large" => "Returns {bytes} bytes of text",
@@ -465,6 +585,7 @@ fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBo
             let bytes = arguments.get("bytes").and_then(Value::as_u64).unwrap_or(1 << 20) as usize;
             let max = args.max_result;
             let exit = args.exit_after_large;
+            flow(|f| f.building += 1);
             let large = {
                 let out = out.clone();
                 move || {
@@ -474,6 +595,7 @@ fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBo
                         "structuredContent": {"bytes": sent, "truncated": sent < bytes},
                     });
                     out.send_then(&json!({"jsonrpc": "2.0", "id": id, "result": result}), exit);
+                    flow(|f| f.building -= 1);
                 }
             };
             if args.blocking_writes {

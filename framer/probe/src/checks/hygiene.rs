@@ -39,6 +39,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 lines += 1;
                 bytes += len + 1;
             }
+            RawEvent::Cut { len } => {
+                lines += 1;
+                bytes += len;
+            }
             RawEvent::Eof => break,
         }
     }

@@ -1,16 +1,18 @@
-//! The nine checks. Each starts its own server (so a server that one check
+//! The newline checks ([`CheckId::ALL`]). Each starts its own server (so a server that one check
 //! wedges or kills does not spoil the next), runs under `--check-timeout`,
 //! and fills in a [`CheckResult`].
 
 mod backpressure;
 mod bad_input;
 mod cancellation;
+mod exit_flush;
 mod framing;
 pub(crate) mod handshake;
 mod hygiene;
 pub(crate) mod request_size;
 mod response_limits;
 mod shutdown;
+mod stderr;
 
 use std::time::Instant;
 
@@ -86,7 +88,9 @@ async fn run_one(check: CheckId, target: &Target, progress: &Progress, result: &
         CheckId::Backpressure => backpressure::run(target, progress, result).await,
         CheckId::Cancellation => cancellation::run(target, progress, result).await,
         CheckId::Shutdown => shutdown::run(target, progress, result).await,
+        CheckId::ExitFlush => exit_flush::run(target, progress, result).await,
+        CheckId::Stderr => stderr::run(target, progress, result).await,
         // `stdio-v2` only: not in `CheckId::ALL`, never run here.
-        CheckId::Selection | CheckId::HeadOfLine | CheckId::Stderr => {}
+        CheckId::Selection | CheckId::HeadOfLine => {}
     }
 }
