@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use mcp_framer_jsonrpc::protocol::{LEGACY_VERSIONS, VERSIONS};
+use mcp_framer_jsonrpc::protocol::VERSIONS;
 use mcp_framer_jsonrpc::{ErrorObject, HEADER_MISMATCH, RawJson};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -269,16 +269,6 @@ pub fn check_headers(
             match &params.protocol_version {
                 Member::Text(body) if body != &header => return Err(differs(PROTOCOL_VERSION, &header, body)),
                 Member::Other(json) => return Err(not_text(PROTOCOL_VERSION, "_meta protocol version", json)),
-                // The 2026-07-28 revision puts the version in every request's
-                // `_meta`; a header naming a version of that era must have it
-                // there to match. An older version's request carries none.
-                Member::Absent if request && !LEGACY_VERSIONS.contains(&header.as_str()) => {
-                    return Err(HeaderProblem::Mismatch(format!(
-                        "Header mismatch: {PROTOCOL_VERSION} is '{}' but the body's \
-                         _meta[\"io.modelcontextprotocol/protocolVersion\"] is missing",
-                        excerpt(&header)
-                    )));
-                }
                 _ => {}
             }
         }

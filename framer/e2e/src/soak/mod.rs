@@ -69,6 +69,38 @@ pub const LARGEST_RESULT: u64 = traffic::BIG_BYTES.1;
 /// The room the peak bound leaves for the transports' windows and buffers.
 pub const TRANSPORT_ROOM: u64 = 32 << 20;
 
+/// The host's peak bound above its start: three of the largest results per
+/// caller in flight (the result, its frame, its copy), plus the transports'
+/// room.
+fn host_room(callers: usize) -> u64 {
+    3 * LARGEST_RESULT * (callers as u64 + 2) + TRANSPORT_ROOM
+}
+
+/// The server's peak bound above its start: stdio-v2's budget formula
+/// (`framer/stdio-v2/STDIO-V2.md`, "The server's memory") for the soak
+/// server's configuration (its 6 MiB transport limit, `max_concurrent`
+/// as the soak starts it, the other defaults), the finished results waiting
+/// for room taken at the largest result the plan asks for; it bounds the
+/// newline server too, which holds a subset of those terms.
+fn server_room(max_concurrent: u64) -> u64 {
+    let max_frame = SERVER_MAX_FRAME as u64;
+    let (connection_window, writer_queue, control_queue): (u64, u64, u64) = (16 << 20, 16 << 20, 1 << 20);
+    let listeners_backlog: u64 = 8 << 20;
+    max_frame // bodies arriving at once (max_assembling)
+        + connection_window
+        + max_frame // messages handed to the dispatcher
+        + writer_queue
+        + control_queue
+        + max_concurrent * 2 * (LARGEST_RESULT + (64 << 10))
+        + listeners_backlog
+        + TRANSPORT_ROOM
+}
+
+/// The `--max-concurrent` the soak gives its server.
+fn server_concurrency(callers: usize) -> usize {
+    callers + 64
+}
+
 /// The soak's flags.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "soak", about = "Mixed traffic between real processes for minutes; nothing lost, memory flat")]
@@ -352,7 +384,7 @@ fn memory(
     series: &[(f64, f64)],
     hwm_kib: Option<u64>,
     growth_mib: u64,
-    callers: usize,
+    room_bytes: u64,
 ) -> (Value, Vec<String>) {
     let values: Vec<f64> = series.iter().map(|(_, kib)| *kib).collect();
     let [first, middle, last] = stats::thirds(&values);
@@ -360,7 +392,7 @@ fn memory(
     let peak = values.iter().copied().fold(0.0, f64::max).max(hwm_kib.unwrap_or(0) as f64);
     let tail = &series[series.len() / 3..];
     let slope_mib_per_min = stats::slope(tail) * 60.0 / 1024.0;
-    let bound_kib = (start + (3 * LARGEST_RESULT * (callers as u64 + 2) + TRANSPORT_ROOM) as f64 / 1024.0).round();
+    let bound_kib = (start + room_bytes as f64 / 1024.0).round();
     let mut reasons = Vec::new();
     if values.len() < 6 {
         reasons.push(format!("{name}: {} RSS samples, too few for thirds (run at least 6 s)", values.len()));
@@ -458,7 +490,7 @@ fn server_command(options: &Options, v2: bool) -> Result<tokio::process::Command
     command.args(["--transport", if v2 { "stdio-v2" } else { "newline" }]);
     command.args(["--max-frame", &SERVER_MAX_FRAME.to_string()]);
     // Room for every caller and storm: the soak measures the transport, not admission.
-    command.args(["--max-concurrent", &(options.callers + 64).to_string(), "--max-queued", "1024"]);
+    command.args(["--max-concurrent", &server_concurrency(options.callers).to_string(), "--max-queued", "1024"]);
     let flood = if options.no_hostile { 0 } else { options.stderr_flood };
     command.args(["--stderr-flood", &flood.to_string()]);
     if let Some(n) = options.server_threads {
@@ -523,9 +555,15 @@ async fn run(options: &Options, v2: bool) -> Result<Value, String> {
     let samples = samples.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let host_series: Vec<(f64, f64)> = samples.iter().map(|(t, h, _)| (*t, *h as f64)).collect();
     let server_series: Vec<(f64, f64)> = samples.iter().map(|(t, _, s)| (*t, *s as f64)).collect();
-    let (host_memory, mut reasons) = memory("host", &host_series, hwm_host, options.growth_mib, options.callers);
-    let (server_memory, server_reasons) =
-        memory("server", &server_series, hwm_server, options.growth_mib, options.callers);
+    let (host_memory, mut reasons) =
+        memory("host", &host_series, hwm_host, options.growth_mib, host_room(options.callers));
+    let (server_memory, server_reasons) = memory(
+        "server",
+        &server_series,
+        hwm_server,
+        options.growth_mib,
+        server_room(server_concurrency(options.callers) as u64),
+    );
     reasons.extend(server_reasons);
 
     let mut kinds = serde_json::Map::new();
