@@ -225,3 +225,38 @@ fn silence_over_the_limit_while_other_requests_are_answered_is_deaf() {
     assert!(evidence.contains("deaf, not slow"), "{evidence}");
     assert_eq!(run.exit, Some(1), "{}", run.text);
 }
+
+/// `node`, if it is on the PATH (the Node http2 server's tests need it).
+fn node() -> Option<&'static str> {
+    let found = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIPPED: `node` is not on PATH; the Node http2 server tests need Node 20 or later");
+    }
+    found.then_some("node")
+}
+
+#[test]
+fn a_server_that_serves_a_body_its_method_header_contradicts_fails_bad_input() {
+    // A server that is not ours (Node's own http2 module) that checks no
+    // header: the body for one method is executed under another's header.
+    let Some(node) = node() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/node_h2_server.mjs");
+    let run = probe(&["--only", "bad-input"], node, &[script, "--no-header-checks"]);
+    assert_eq!(run.verdict("bad-input"), "FAIL", "{}", run.text);
+    let evidence = run.evidence("bad-input");
+    assert!(evidence.contains("expected HTTP 400 with -32020, got a success"), "{evidence}");
+    assert!(evidence.contains("while the header named"), "{evidence}");
+    assert!(evidence.contains("the connection survived"), "{evidence}");
+    assert_eq!(run.exit, Some(1), "{}", run.text);
+    // The same server with its header checks on: the contradiction is
+    // refused as the text asks, and nothing FAILs.
+    let checked = probe(&["--only", "bad-input"], node, &[script]);
+    assert_eq!(
+        checked.measurement("bad-input", "header_mismatch"),
+        &serde_json::json!({"status": 400, "code": -32020}),
+        "{}",
+        checked.text
+    );
+    assert_ne!(checked.verdict("bad-input"), "FAIL", "{}", checked.text);
+    assert_eq!(checked.exit, Some(0), "{}", checked.text);
+}

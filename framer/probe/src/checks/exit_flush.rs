@@ -5,7 +5,7 @@
 //! bytes received and where the cut fell. Three rounds, each on a fresh
 //! server.
 //!
-//! The cut does not depend on timing: the probe starts reading stdout only
+//! The cut hardly depends on timing: the probe starts reading stdout only
 //! once stdin is closed, so when the server sees its end of input at most
 //! one pipe's worth of the result (64 KiB on Linux) has left it. A server
 //! that exits then with the rest still queued in its process (Node's

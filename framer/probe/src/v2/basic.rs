@@ -255,7 +255,16 @@ pub(super) async fn bad_input(target: &Target, progress: &Progress, result: &mut
     let version = if VERSIONS.contains(&version.as_str()) { version } else { NEWEST.to_owned() };
     let mut headers = wire::request_headers(other, &wire::Params::default(), &version);
     headers.insert(http::header::CONTENT_LENGTH, body.len().into());
-    let answer = send_bad(&session, 902, method, Some(headers), body, wait).await;
+    let answer = match send_bad(&session, 902, method, Some(headers), body, wait).await {
+        // Served is a FAIL, not a WARN: a server that executes one method
+        // while an intermediary routes, authorizes or logs by another is
+        // what the header rule exists to prevent.
+        Answer::Other(what) if what.starts_with("a success") => Answer::Other(format!(
+            "{what}: the server executed {method} while the header named {other}, so anything that routes or \
+             authorizes by the header was misled"
+        )),
+        answer => answer,
+    };
     let label = format!("a body for {method} under {}: {other}", wire::METHOD);
     if !judge(&session, result, &label, answer, 400, HEADER_MISMATCH, limits.ping_timeout, "header_mismatch").await {
         result.info("the last case was not sent (no connection left)");
