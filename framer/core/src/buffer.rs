@@ -436,6 +436,7 @@ const RECYCLE_SLACK: usize = 128 << 10;
 #[cfg(test)]
 mod tests {
     use super::{Buffer, LARGE, MAX_HOLD, PREMATURE, RECYCLE_SLACK, Retention};
+    use alloc::vec::Vec;
 
     /// Fills `buf` through `spare` and `commit` with `bytes`.
     fn read(buf: &mut Buffer, bytes: &[u8], min: usize) {
