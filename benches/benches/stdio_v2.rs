@@ -214,7 +214,7 @@ fn status_of(pid: &str, key: &str) -> f64 {
 /// newline session boxed: the two differ much in size).
 enum Host {
     Newline(Box<(mcp_framer_stdio::host::Session, mcp_framer_stdio::host::InboundQueue)>),
-    V2(mcp_framer_stdio_v2::host::Client),
+    V2(Box<mcp_framer_stdio_v2::host::Client>),
 }
 
 impl Host {
@@ -228,7 +228,9 @@ impl Host {
             }
             "stdio-v2" => {
                 let config = mcp_framer_stdio_v2::host::HostConfig::default().with_max_receive(LIMIT);
-                Host::V2(mcp_framer_stdio_v2::host::Client::spawn(server(transport), config).await.expect("spawn"))
+                Host::V2(Box::new(
+                    mcp_framer_stdio_v2::host::Client::spawn(server(transport), config).await.expect("spawn"),
+                ))
             }
             other => panic!("unknown transport {other}"),
         }
