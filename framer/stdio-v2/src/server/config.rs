@@ -7,7 +7,7 @@ use std::time::Duration;
 use mcp_framer_stdio::server::ServeReport;
 
 /// The front's limits. The transport limit and the response limit are the
-/// [`Server`]'s own ([`ServerConfig::framer`](mcp_framer_stdio::server::ServerConfig::framer)`.max_frame`,
+/// [`Server`](mcp_framer_stdio::server::Server)'s own ([`ServerConfig::framer`](mcp_framer_stdio::server::ServerConfig::framer)`.max_frame`,
 /// [`ServerConfig::max_send`](mcp_framer_stdio::server::ServerConfig::max_send)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

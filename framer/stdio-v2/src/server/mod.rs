@@ -55,7 +55,7 @@
 //!   [`V2Report::malformed_bodies`]. A valid body reaches the dispatcher as
 //!   one line: its JSON whitespace line breaks (the only place a valid JSON
 //!   text can hold one) become spaces.
-//! * **Headers** are checked against the body as [`check_headers`] says:
+//! * **Headers** are checked against the body as [`check_headers`](crate::wire::check_headers) says:
 //!   `400` with -32020 (or -32022 for a version not served) and the
 //!   request's id; counted in [`V2Report::header_mismatches`].
 //! * **Answers.** A notification POST is `202` with no body. A request's

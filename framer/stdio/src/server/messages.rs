@@ -68,7 +68,7 @@ pub struct Inlet {
 
 impl Inlet {
     /// Hands a request to the dispatcher under `key` (see the
-    /// [module](self)), waiting while the messages not yet taken hold the
+    /// [`Server::serve_messages`](super::Server::serve_messages)), waiting while the messages not yet taken hold the
     /// transport limit. `frame` is one JSON-RPC message (not parsed here: a
     /// frame that is not one is answered as on stdin). `false` once the
     /// input has ended. Cancel-safe.
@@ -110,7 +110,7 @@ impl Inlet {
 }
 
 /// The receiving half of the seam: the frames the dispatcher writes, in
-/// order. Dropping it is a failed stdout (see the [module](self)).
+/// order. Dropping it is a failed stdout (see the [`Server::serve_messages`](super::Server::serve_messages)).
 pub struct Outlet {
     inbox: Inbox,
     /// Told once the dispatcher closed the output and every frame was taken.
