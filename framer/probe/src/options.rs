@@ -45,7 +45,7 @@ impl std::str::FromStr for FailOn {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Transport {
     /// Newline-delimited JSON-RPC on stdin and stdout (the default): the
-    /// nine checks of [`CheckId::ALL`].
+    /// eleven checks of [`CheckId::ALL`].
     #[default]
     Stdio,
     /// **Experimental** `stdio-v2`: HTTP/2 with prior knowledge on stdin and
