@@ -199,4 +199,48 @@ mod tests {
         let unknown = "nope".parse::<CheckId>().unwrap_err();
         assert!(unknown.contains("head-of-line") && unknown.contains("framing"), "{unknown}");
     }
+
+    /// The numbered rows of a README table (`| N | `name` | ...`) that
+    /// starts after `heading`: each row's number and name, in order.
+    fn readme_rows(readme: &str, heading: &str) -> Vec<(u8, String)> {
+        let after = readme.split_once(heading).unwrap_or_else(|| panic!("no {heading:?} in the README")).1;
+        after
+            .lines()
+            .skip_while(|line| !line.starts_with("| 1 |"))
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                (cells[1].parse().expect("a check number"), cells[2].trim_matches('`').to_owned())
+            })
+            .collect()
+    }
+
+    /// `CheckId` is the one list of checks: the report schema names exactly
+    /// its checks, and both of the README's check tables list them in its
+    /// order, numbered as reports number them.
+    #[test]
+    fn the_schema_and_the_readme_list_exactly_these_checks() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
+        let check = &schema["properties"]["checks"]["items"]["properties"];
+        let mut names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
+        names.extend(CheckId::STDIO_V2.iter().map(|c| c.name()).filter(|n| !names.contains(n)).collect::<Vec<_>>());
+        let mut in_schema: Vec<&str> =
+            check["name"]["enum"].as_array().expect("an enum").iter().filter_map(|n| n.as_str()).collect();
+        in_schema.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(in_schema, names, "the schema's check names");
+        assert_eq!(check["number"]["maximum"], CheckId::ALL.len(), "the schema's highest check number");
+
+        let readme = include_str!("../README.md");
+        let rows = |checks: &[CheckId]| -> Vec<(u8, String)> {
+            checks.iter().enumerate().map(|(i, c)| (i as u8 + 1, c.name().to_owned())).collect()
+        };
+        assert_eq!(readme_rows(readme, "## The checks"), rows(&CheckId::ALL), "the README's stdio checks");
+        assert_eq!(
+            readme_rows(readme, "## `--transport stdio-v2`"),
+            rows(&CheckId::STDIO_V2),
+            "the README's stdio-v2 checks"
+        );
+    }
 }
