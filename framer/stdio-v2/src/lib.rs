@@ -34,6 +34,43 @@
 //! newline JSON answers one newline JSON-RPC error saying so and ends; a
 //! `stdio-v2` host whose child answers newline JSON fails at once with
 //! [`host::Error::Selection`].
+//!
+//! # Example
+//!
+//! A host calling a `stdio-v2` server, then cancelling a call (the README's
+//! example):
+//!
+//! ```no_run
+//! use mcp_framer_stdio_v2::host::{Client, HostConfig};
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = Client::spawn(tokio::process::Command::new("my-server"), HostConfig::default()).await?;
+//!     let tools = client.request("tools/list", &serde_json::json!({})).await?;
+//!     println!("{}", tools.result());
+//!     let call = client.call("tools/call", &serde_json::json!({"name": "slow", "arguments": {}})).await?;
+//!     call.cancel(); // RST_STREAM: the server cancels the call, its child processes included
+//!     client.shutdown().await;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! A server that serves either transport from one binary, told from the
+//! client's first bytes ([`server::serve_any_stdio`]; [`server::serve_stdio`]
+//! requires `stdio-v2`):
+//!
+//! ```no_run
+//! use mcp_framer_stdio::server::Server;
+//! use mcp_framer_stdio_v2::server::{V2Config, serve_any_stdio};
+//!
+//! #[tokio::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let server = Server::new("my-server", "1.0.0"); // add tools with `.tool(...)`
+//!     let served = serve_any_stdio(server, V2Config::default()).await?;
+//!     eprintln!("{served:?}");
+//!     Ok(())
+//! }
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
