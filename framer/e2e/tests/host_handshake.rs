@@ -11,7 +11,7 @@ mod host_support;
 use std::time::Duration;
 
 use host_support::{config, payload, watchdog};
-use mcp_framer_stdio::host::{Era, HandshakeError, HandshakeOptions, Session, handshake};
+use mcp_framer_stdio::host::{Era, HandshakeError, HandshakeOptions, RequestError, Session, handshake};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -147,6 +147,76 @@ async fn a_modern_only_server_opens_only_as_modern() {
             let (session, opened) = open(probe_fixture(&["--legacy-only"]), &modern).await;
             assert!(matches!(opened, Err(HandshakeError::NoModernVersion { .. })), "{opened:?}");
             session.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// A modern version newer than any the library server knows: its
+/// `server/discover` is answered -32022 with `data.supported`.
+const UNKNOWN_MODERN: &str = "2099-01-01";
+
+/// The retry after -32022: asked for a version it does not serve, the
+/// server answers -32022 with the versions it does; the handshake asks
+/// again with the newest of those not newer than its own, and opens the
+/// session in that version, modern, with no fallback. One handshake, so the
+/// same on both transports: here over newline stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupported_version_is_retried_with_one_the_server_offers_over_stdio() {
+    watchdog("retry after -32022, stdio", async {
+        let asked = options().with_modern_version(UNKNOWN_MODERN.to_owned());
+        for _ in 0..ROUNDS {
+            // The premise: this server refuses the unknown version with -32022.
+            let (session, _inbound) = Session::spawn(lib_server(), config()).expect("spawn");
+            let refused =
+                session.request("server/discover", &json!({ "_meta": asked.modern_meta(UNKNOWN_MODERN) })).await;
+            let Err(RequestError::Rpc { code, response, .. }) = refused else {
+                panic!("the unknown version was not refused: {refused:?}")
+            };
+            assert_eq!(code, -32022, "{}", response.payload().unwrap_or(""));
+            session.shutdown().await;
+
+            let (session, opened) = open(lib_server(), &asked).await;
+            let opened = opened.expect("opened after the retry");
+            assert_eq!((opened["era"].as_str(), opened["version"].as_str()), (Some("modern"), Some("2026-07-28")));
+            assert_eq!(opened["fallback"], Value::Null, "{opened}");
+            assert_eq!(opened["meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28", "{opened}");
+            session.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// The same retry over `stdio-v2`, through the same `handshake`, with
+/// `mcp_framer_stdio_v2::host::Client` as its transport.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupported_version_is_retried_with_one_the_server_offers_over_stdio_v2() {
+    use mcp_framer_stdio_v2::host::{Client, Error, HostConfig};
+    watchdog("retry after -32022, stdio-v2", async {
+        let asked = options().with_modern_version(UNKNOWN_MODERN.to_owned());
+        for _ in 0..ROUNDS {
+            let spawn = || Client::spawn(Command::new(env!("CARGO_BIN_EXE_v2_server")), HostConfig::default());
+            let client = spawn().await.expect("the v2 fixture starts");
+            let refused =
+                client.request("server/discover", &json!({ "_meta": asked.modern_meta(UNKNOWN_MODERN) })).await;
+            let Err(Error::Rpc { error, .. }) = refused else {
+                panic!("the unknown version was not refused: {refused:?}")
+            };
+            assert_eq!(error.code, -32022, "{error:?}");
+            assert!(error.data.as_ref().is_some_and(|d| d["supported"].is_array()), "{error:?}");
+            client.shutdown().await;
+
+            let client = spawn().await.expect("the v2 fixture starts");
+            let opened = handshake(&client, &asked).await.expect("opened after the retry");
+            assert_eq!((opened.era, opened.protocol_version.as_str()), (Era::Modern, "2026-07-28"));
+            assert_eq!(opened.fallback_reason, None);
+            assert_eq!(
+                opened.server_info().and_then(|i| i["name"].as_str()),
+                Some("lib-server"),
+                "{:?}",
+                opened.result
+            );
+            client.shutdown().await;
         }
     })
     .await;

@@ -19,7 +19,7 @@ mod streams;
 
 use std::time::{Duration, Instant};
 
-use mcp_framer_jsonrpc::protocol::{Era, META_SERVER_INFO, NEWEST, VERSIONS};
+use mcp_framer_jsonrpc::protocol::{Era, META_SERVER_INFO, VERSIONS};
 use mcp_framer_stdio::host::with_meta;
 use mcp_framer_stdio_v2::host::{self, Client, HostConfig};
 use serde_json::{Value, json};
@@ -193,78 +193,25 @@ pub(crate) async fn open(target: &Target) -> Result<V2Session, String> {
     open_with(target, host_config(target)).await
 }
 
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default()
-}
-
-/// The newest modern version offered that is not newer than the probe's.
-fn choose(offered: &[String]) -> Option<String> {
-    offered.iter().filter(|v| Era::of(v) == Era::Modern && v.as_str() <= NEWEST).max().cloned()
-}
-
+/// The MCP handshake, the newline host's own
+/// ([`mcp_framer_stdio::host::handshake`] over the `stdio-v2` client):
 /// `server/discover` (unless `--era legacy` or a legacy era was found),
-/// then `initialize` (+ `notifications/initialized`) on any error or
+/// retried once with a version the server offers after -32022, then
+/// `initialize` (+ `notifications/initialized`) on any other error or
 /// timeout, each within `--init-timeout`.
 async fn handshake(target: &Target, client: &Client) -> Result<V2Opened, String> {
-    let limits = &target.limits;
-    let options = target.handshake_options();
-    let era = target.opened().map(|o| o.era).or(target.options.era);
     let started = Instant::now();
-    let mut fallback = None;
-    if era != Some(Era::Legacy) {
-        let meta = options.modern_meta(NEWEST);
-        let params = json!({ "_meta": meta });
-        let asked = tokio::time::timeout(limits.init_timeout, client.request("server/discover", &params));
-        let why = match asked.await {
-            Ok(Ok(response)) => {
-                let result = response.result();
-                let offered = strings(result.get("supportedVersions"));
-                match choose(&offered) {
-                    Some(version) => {
-                        let meta = Some(options.modern_meta(&version));
-                        let took = started.elapsed();
-                        return Ok(V2Opened { era: Era::Modern, version, offered, fallback: None, meta, result, took });
-                    }
-                    None if offered.is_empty() => "server/discover was answered without supportedVersions".to_owned(),
-                    None => format!("server/discover offered no modern version the probe speaks: {offered:?}"),
-                }
-            }
-            Ok(Err(e @ host::Error::Closed(_))) => {
-                return Err(format!("the session ended during server/discover: {e}"));
-            }
-            Ok(Err(e)) => format!("server/discover failed: {e}"),
-            Err(_) => format!("server/discover was not answered within {}", fmt_duration(limits.init_timeout)),
-        };
-        if era == Some(Era::Modern) {
-            return Err(why);
-        }
-        fallback = Some(why);
-    }
-    let params = target.initialize_params();
-    let asked = tokio::time::timeout(limits.init_timeout, client.request("initialize", &params));
-    let result = match asked.await {
-        Ok(Ok(response)) => response.result(),
-        Ok(Err(e)) => return Err(format!("initialize failed: {e}")),
-        Err(_) => return Err(format!("initialize was not answered within {}", fmt_duration(limits.init_timeout))),
-    };
-    if !result.is_object() {
-        return Err(format!("the initialize result is not an object: {result}"));
-    }
-    let empty = json!({});
-    let notified = tokio::time::timeout(limits.step_timeout, client.notify("notifications/initialized", &empty));
-    match notified.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(format!("notifications/initialized was not accepted: {e}")),
-        Err(_) => {
-            return Err(format!("notifications/initialized got no 202 within {}", fmt_duration(limits.step_timeout)));
-        }
-    }
-    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_owned();
-    let took = started.elapsed();
-    Ok(V2Opened { era: Era::Legacy, offered: vec![version.clone()], version, fallback, meta: None, result, took })
+    let opened =
+        mcp_framer_stdio::host::handshake(client, &target.handshake_options()).await.map_err(|e| e.to_string())?;
+    Ok(V2Opened {
+        era: opened.era,
+        version: opened.protocol_version,
+        offered: opened.offered_versions,
+        fallback: opened.fallback_reason,
+        meta: opened.meta,
+        result: opened.result,
+        took: started.elapsed(),
+    })
 }
 
 /// The first handshake fixes the era of every later session and the

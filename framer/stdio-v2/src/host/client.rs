@@ -11,6 +11,7 @@ use h2::client::SendRequest;
 use http::{HeaderMap, Method, Request, StatusCode};
 use mcp_framer_jsonrpc::protocol::{Era, NEWEST_LEGACY};
 use mcp_framer_jsonrpc::{EncodeError, Encoder, Id, OwnedId};
+use mcp_framer_stdio::host::{Failure, HandshakeTransport};
 use mcp_framer_stdio::tree::Killer;
 use serde::Serialize;
 use serde_json::Value;
@@ -351,4 +352,44 @@ pub struct Ended {
     pub stderr_tail: String,
     /// The counters at the end.
     pub counters: HostCounters,
+}
+
+/// The newline host's handshake runs over `stdio-v2` as it is: the same
+/// `server/discover` probe, the same retry after -32022 with the versions
+/// its `data.supported` offers, the same fallback to `initialize`
+/// ([`mcp_framer_stdio::host::handshake`]).
+impl HandshakeTransport for Client {
+    type Response = Response;
+    type Error = Error;
+
+    async fn request_within(
+        &self,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> Result<(Value, Response), Error> {
+        match tokio::time::timeout(timeout, self.request(method, params)).await {
+            Ok(answered) => answered.map(|response| (response.result(), response)),
+            // Dropping the request resets its stream: the server cancels it.
+            Err(_) => Err(Error::TimedOut { method: method.to_owned(), after: timeout }),
+        }
+    }
+
+    async fn notify_within(&self, method: &str, params: &Value, timeout: Duration) -> Result<(), Error> {
+        match tokio::time::timeout(timeout, self.notify(method, params)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(Error::TimedOut { method: method.to_owned(), after: timeout }),
+        }
+    }
+
+    fn failure(error: &Error) -> Failure {
+        match error {
+            Error::Rpc { error, .. } => {
+                Failure::Rpc { code: error.code, message: error.message.clone(), data: error.data.clone() }
+            }
+            Error::TimedOut { after, .. } => Failure::TimedOut(*after),
+            Error::Closed(_) => Failure::Closed,
+            _ => Failure::Other,
+        }
+    }
 }

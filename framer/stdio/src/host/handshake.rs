@@ -5,11 +5,14 @@
 //! legacy one, and the `initialize` handshake follows. The fallback never
 //! depends on one error code.
 //!
-//! Built on [`Session`]'s public API only ([`Session::start`],
-//! [`Session::notify`]). The versions, eras, method names and `_meta` keys
-//! are [`mcp_framer_jsonrpc::protocol`]'s.
+//! One handshake for every transport: [`handshake`] asks only what
+//! [`HandshakeTransport`] offers (a request within a deadline, a
+//! notification), which [`Session`] implements here with its public API and
+//! `mcp-framer-stdio-v2`'s `Client` implements over HTTP/2. The versions,
+//! eras, method names and `_meta` keys are [`mcp_framer_jsonrpc::protocol`]'s.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use mcp_framer_jsonrpc::UNSUPPORTED_PROTOCOL_VERSION;
@@ -81,10 +84,99 @@ impl HandshakeOptions {
     }
 }
 
+/// How a failed request counts in the handshake: the cases it tells apart.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The server answered with a JSON-RPC error.
+    Rpc {
+        /// The error's code.
+        code: i64,
+        /// The error's message.
+        message: String,
+        /// The error's `data`, if any.
+        data: Option<Value>,
+    },
+    /// No answer within the deadline.
+    TimedOut(Duration),
+    /// The session ended.
+    Closed,
+    /// Anything else: the request could not be sent, or its answer was not
+    /// one the transport accepts.
+    Other,
+}
+
+/// What [`handshake`] needs of a client session, whatever transport carries
+/// it: one request answered within a deadline, one notification, and how a
+/// failure counts. [`Session`] implements it; so does
+/// `mcp_framer_stdio_v2::host::Client`, so both transports open a session
+/// the same way (the same fallback, the same retry after -32022).
+pub trait HandshakeTransport {
+    /// What carried an answer (a [`Received`] frame on the newline
+    /// transport).
+    type Response;
+    /// Why a request or notification failed.
+    type Error: std::error::Error;
+
+    /// Sends the request `method` with `params` and waits at most `timeout`
+    /// for its answer: the `result` (`Value::Null` when the answer carries
+    /// none that parses) and the response.
+    fn request_within(
+        &self,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(Value, Self::Response), Self::Error>> + Send;
+
+    /// Sends the notification `method` with `params`, within `timeout`.
+    fn notify_within(
+        &self,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// How `error` counts.
+    fn failure(error: &Self::Error) -> Failure;
+}
+
+impl HandshakeTransport for Session {
+    type Response = Received;
+    type Error = RequestError;
+
+    async fn request_within(
+        &self,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> Result<(Value, Received), RequestError> {
+        let response = self.start(method, params).await?.with_timeout(timeout).response().await?;
+        Ok((response.deserialize_payload().unwrap_or(Value::Null), response))
+    }
+
+    async fn notify_within(&self, method: &str, params: &Value, _timeout: Duration) -> Result<(), RequestError> {
+        // A notification waits only for its write, which the session's
+        // `write_timeout` bounds.
+        self.notify(method, params).await
+    }
+
+    fn failure(error: &RequestError) -> Failure {
+        match error {
+            RequestError::Rpc { code, message, response } => {
+                let error: Value = response.deserialize_payload().unwrap_or(Value::Null);
+                Failure::Rpc { code: *code, message: message.clone(), data: error.get("data").cloned() }
+            }
+            RequestError::TimedOut { after, .. } => Failure::TimedOut(*after),
+            RequestError::Closed(_) => Failure::Closed,
+            _ => Failure::Other,
+        }
+    }
+}
+
 /// An open session: the era found and what the server said.
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct Handshaken {
+pub struct Handshaken<R = Received> {
     /// The era.
     pub era: Era,
     /// The version in use: the modern one chosen from the server's
@@ -99,14 +191,14 @@ pub struct Handshaken {
     pub fallback_reason: Option<String>,
     /// The `DiscoverResult` or the `initialize` result.
     pub result: Value,
-    /// The response that carried it (its frame length is the server's first
-    /// answer's size).
-    pub response: Received,
+    /// The response that carried it (on the newline transport, its frame
+    /// length is the server's first answer's size).
+    pub response: R,
     /// The `_meta` to put in every later request (modern era), or `None`.
     pub meta: Option<Value>,
 }
 
-impl Handshaken {
+impl<R> Handshaken<R> {
     /// The server's identity: `serverInfo` (legacy) or
     /// `_meta["io.modelcontextprotocol/serverInfo"]` (modern).
     pub fn server_info(&self) -> Option<&Value> {
@@ -142,10 +234,11 @@ pub fn with_meta(params: Value, meta: Option<&Value>) -> Value {
     Value::Object(params)
 }
 
-/// Why no session could be opened.
+/// Why no session could be opened; `E` is the transport's error
+/// ([`HandshakeTransport::Error`]).
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum HandshakeError {
+pub enum HandshakeError<E = RequestError> {
     /// A modern server (it answered `server/discover` or a modern error)
     /// that offers no version this side knows, or (with
     /// [`HandshakeOptions::era`] = modern) a server that is not modern.
@@ -156,23 +249,24 @@ pub enum HandshakeError {
     /// The session ended during the modern probe (some servers exit on a
     /// request before `initialize`): a fresh server needs
     /// `era: Some(Era::Legacy)`.
-    ClosedDuringDiscover(RequestError),
+    ClosedDuringDiscover(E),
+    /// `initialize` was not answered within
+    /// [`HandshakeOptions::initialize_timeout`].
+    InitializeTimedOut(Duration),
     /// `initialize` failed.
-    Initialize(RequestError),
+    Initialize(E),
     /// `initialize`'s result is not a JSON object.
     Malformed(String),
     /// `notifications/initialized` could not be sent.
-    Initialized(RequestError),
+    Initialized(E),
 }
 
-impl fmt::Display for HandshakeError {
+impl<E: fmt::Display> fmt::Display for HandshakeError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HandshakeError::NoModernVersion { detail } => write!(f, "no usable modern protocol version: {detail}"),
             HandshakeError::ClosedDuringDiscover(e) => write!(f, "the session ended during server/discover: {e}"),
-            HandshakeError::Initialize(RequestError::TimedOut { after, .. }) => {
-                write!(f, "initialize was not answered within {after:?}")
-            }
+            HandshakeError::InitializeTimedOut(after) => write!(f, "initialize was not answered within {after:?}"),
             HandshakeError::Initialize(e) => write!(f, "initialize failed: {e}"),
             HandshakeError::Malformed(e) => write!(f, "the initialize result is malformed: {e}"),
             HandshakeError::Initialized(e) => write!(f, "notifications/initialized could not be sent: {e}"),
@@ -180,11 +274,11 @@ impl fmt::Display for HandshakeError {
     }
 }
 
-impl std::error::Error for HandshakeError {}
+impl<E: fmt::Debug + fmt::Display> std::error::Error for HandshakeError<E> {}
 
 /// What the modern probe found.
-enum Probe {
-    Modern(Box<Handshaken>),
+enum Probe<R> {
+    Modern(Box<Handshaken<R>>),
     NotModern(String),
 }
 
@@ -204,17 +298,15 @@ fn choose(offered: &[String], wanted: &str) -> Option<String> {
     offered.iter().filter(|v| Era::of(v) == Era::Modern && v.as_str() <= wanted).max().cloned()
 }
 
-async fn discover(session: &Session, options: &HandshakeOptions, version: &str) -> Result<Probe, HandshakeError> {
+async fn discover<T: HandshakeTransport>(
+    session: &T,
+    options: &HandshakeOptions,
+    version: &str,
+) -> Result<Probe<T::Response>, HandshakeError<T::Error>> {
     let meta = options.modern_meta(version);
     let params = json!({ "_meta": meta });
-    let pending = match session.start(DISCOVER, &params).await {
-        Ok(pending) => pending,
-        Err(e @ RequestError::Closed(_)) => return Err(HandshakeError::ClosedDuringDiscover(e)),
-        Err(e) => return Ok(Probe::NotModern(format!("server/discover could not be sent: {e}"))),
-    };
-    match pending.with_timeout(options.discover_timeout).response().await {
-        Ok(response) => {
-            let result: Value = response.deserialize_payload().unwrap_or(Value::Null);
+    let error = match session.request_within(DISCOVER, &params, options.discover_timeout).await {
+        Ok((result, response)) => {
             let offered = strings(result.get("supportedVersions"));
             if offered.is_empty() || !result.is_object() {
                 return Ok(Probe::NotModern("server/discover was answered without supportedVersions".to_owned()));
@@ -223,7 +315,7 @@ async fn discover(session: &Session, options: &HandshakeOptions, version: &str) 
                 return Err(HandshakeError::NoModernVersion { detail: format!("supportedVersions {offered:?}") });
             };
             let meta = options.modern_meta(&chosen);
-            Ok(Probe::Modern(Box::new(Handshaken {
+            return Ok(Probe::Modern(Box::new(Handshaken {
                 era: Era::Modern,
                 protocol_version: chosen,
                 offered_versions: offered,
@@ -231,11 +323,13 @@ async fn discover(session: &Session, options: &HandshakeOptions, version: &str) 
                 result,
                 response,
                 meta: Some(meta),
-            })))
+            })));
         }
-        Err(RequestError::Rpc { code, message, response }) if code == UNSUPPORTED_PROTOCOL_VERSION => {
-            let error: Value = response.deserialize_payload().unwrap_or(Value::Null);
-            let offered = strings(error.get("data").and_then(|d| d.get("supported")));
+        Err(error) => error,
+    };
+    match T::failure(&error) {
+        Failure::Rpc { code, message, data } if code == UNSUPPORTED_PROTOCOL_VERSION => {
+            let offered = strings(data.as_ref().and_then(|d| d.get("supported")));
             match choose(&offered, version) {
                 Some(chosen) if chosen != version => Box::pin(discover(session, options, &chosen)).await,
                 _ => Err(HandshakeError::NoModernVersion {
@@ -243,32 +337,38 @@ async fn discover(session: &Session, options: &HandshakeOptions, version: &str) 
                 }),
             }
         }
-        Err(RequestError::Rpc { code, message, .. }) => {
+        Failure::Rpc { code, message, .. } => {
             Ok(Probe::NotModern(format!("server/discover got error {code}: {message:?}")))
         }
-        Err(RequestError::TimedOut { after, .. }) => {
-            Ok(Probe::NotModern(format!("server/discover was not answered within {after:?}")))
-        }
-        Err(e @ RequestError::Closed(_)) => Err(HandshakeError::ClosedDuringDiscover(e)),
-        Err(e) => Ok(Probe::NotModern(format!("server/discover failed: {e}"))),
+        Failure::TimedOut(after) => Ok(Probe::NotModern(format!("server/discover was not answered within {after:?}"))),
+        Failure::Closed => Err(HandshakeError::ClosedDuringDiscover(error)),
+        Failure::Other => Ok(Probe::NotModern(format!("server/discover failed: {error}"))),
     }
 }
 
-async fn initialize(session: &Session, options: &HandshakeOptions) -> Result<Handshaken, HandshakeError> {
+async fn initialize<T: HandshakeTransport>(
+    session: &T,
+    options: &HandshakeOptions,
+) -> Result<Handshaken<T::Response>, HandshakeError<T::Error>> {
     let params = json!({
         "protocolVersion": options.legacy_version,
         "capabilities": options.capabilities,
         "clientInfo": options.client_info,
     });
-    let pending = session.start(INITIALIZE, &params).await.map_err(HandshakeError::Initialize)?;
-    let response =
-        pending.with_timeout(options.initialize_timeout).response().await.map_err(HandshakeError::Initialize)?;
-    let result: Value = response.deserialize_payload().map_err(|e| HandshakeError::Malformed(e.to_string()))?;
+    let (result, response) = session.request_within(INITIALIZE, &params, options.initialize_timeout).await.map_err(
+        |e| match T::failure(&e) {
+            Failure::TimedOut(after) => HandshakeError::InitializeTimedOut(after),
+            _ => HandshakeError::Initialize(e),
+        },
+    )?;
     if !result.is_object() {
-        return Err(HandshakeError::Malformed(format!("not an object: {}", response.payload().unwrap_or(""))));
+        return Err(HandshakeError::Malformed(format!("not an object: {result}")));
     }
     let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("").to_owned();
-    session.notify(INITIALIZED, &()).await.map_err(HandshakeError::Initialized)?;
+    session
+        .notify_within(INITIALIZED, &Value::Null, options.initialize_timeout)
+        .await
+        .map_err(HandshakeError::Initialized)?;
     Ok(Handshaken {
         era: Era::Legacy,
         offered_versions: vec![version.clone()],
@@ -283,7 +383,10 @@ async fn initialize(session: &Session, options: &HandshakeOptions) -> Result<Han
 /// Opens `session` in the era [`HandshakeOptions::era`] names, or — by
 /// default — probes with `server/discover` and falls back to `initialize`
 /// on any error or timeout that is not a recognised modern answer.
-pub async fn handshake(session: &Session, options: &HandshakeOptions) -> Result<Handshaken, HandshakeError> {
+pub async fn handshake<T: HandshakeTransport>(
+    session: &T,
+    options: &HandshakeOptions,
+) -> Result<Handshaken<T::Response>, HandshakeError<T::Error>> {
     match options.era {
         Some(Era::Legacy) => return initialize(session, options).await,
         Some(Era::Modern) => {

@@ -145,7 +145,9 @@ pub use config::{
 };
 pub use connection::Connection;
 pub use error::{CloseReason, Closed, RequestError, SendError, WriteError};
-pub use handshake::{Era, HandshakeError, HandshakeOptions, Handshaken, handshake, with_meta};
+pub use handshake::{
+    Era, Failure, HandshakeError, HandshakeOptions, HandshakeTransport, Handshaken, handshake, with_meta,
+};
 pub use inbound::{ITEM_OVERHEAD, Inbound, InboundQueue, InboundSender, Received, SkippedFrame, inbound_channel};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use reader::{Reader, ReaderEnd, ReaderReport};
