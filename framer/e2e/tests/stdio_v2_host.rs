@@ -32,6 +32,14 @@ fn call_params(tool: &str, arguments: Value) -> Value {
 /// each: more than the 16 MiB connection window together) must not stall the
 /// others: calls in flight are bounded against the connection window (at
 /// most `max_calls`, the window at least `(max_calls + 1) × stream_window`).
+///
+/// The results are then read all at once. Read one after another, they can
+/// wait on the server's side: only the results that fit the dispatcher's
+/// writer budget are committed (each holds its bytes until they are sent),
+/// so a call whose result is not among them waits until one of those is
+/// read, or until the server ends a stream stalled for `stall_timeout`
+/// (30 s). That is the server's budget working as stated, not the host's
+/// window, which is what this test is about.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_nobody_reads_cannot_exhaust_the_connection_window() {
     watchdog(WATCHDOG, "unread calls beside a ping", async {
@@ -53,8 +61,9 @@ async fn calls_nobody_reads_cannot_exhaust_the_connection_window() {
                 assert_eq!(response.result(), json!({}));
             }
             // Nothing owed was lost: every unread result arrives whole.
-            for (i, call) in unread.into_iter().enumerate() {
-                let response = call.response().await.unwrap_or_else(|e| panic!("call {i}: {e}"));
+            let read = unread.into_iter().map(|call| tokio::spawn(call.response()));
+            for (i, task) in read.collect::<Vec<_>>().into_iter().enumerate() {
+                let response = task.await.expect("a read task").unwrap_or_else(|e| panic!("call {i}: {e}"));
                 assert_eq!(response.text().len() as u64, BYTES, "call {i}");
             }
             Arc::into_inner(client).unwrap().shutdown().await;
