@@ -21,8 +21,8 @@ use mcp_framer_jsonrpc::{Encoder, OwnedId};
 use serde::Deserialize;
 
 use super::config::{Counters, bump};
+use super::heads::{event_stream, status_only};
 use super::routes::{Out, Routes};
-use super::stream::{event_stream, status_only};
 use crate::io::send_chunks;
 use crate::wire;
 
@@ -74,16 +74,6 @@ impl ListenFilter {
         }
         ack.into()
     }
-}
-
-/// `frame` (a notification) with `params._meta["io.modelcontextprotocol/subscriptionId"]` set.
-pub(super) fn with_subscription_id(frame: &[u8], id: &OwnedId) -> Option<Vec<u8>> {
-    let frame = frame.strip_suffix(b"\n").unwrap_or(frame);
-    let mut value: serde_json::Value = serde_json::from_slice(frame).ok()?;
-    let params = value.as_object_mut()?.entry("params").or_insert_with(|| serde_json::json!({}));
-    let meta = params.as_object_mut()?.entry("_meta").or_insert_with(|| serde_json::json!({}));
-    meta.as_object_mut()?.insert("io.modelcontextprotocol/subscriptionId".into(), serde_json::to_value(id).ok()?);
-    serde_json::to_vec(&value).ok()
 }
 
 /// Serves one listen stream until the client resets it or the session
@@ -143,6 +133,7 @@ pub(super) async fn listen(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::routes::with_subscription_id;
 
     fn payload(frame: &str) -> Option<mcp_framer_jsonrpc::RawJson<'_>> {
         mcp_framer_jsonrpc::parse(frame.as_bytes()).unwrap().payload()

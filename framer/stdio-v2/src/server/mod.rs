@@ -124,6 +124,7 @@
 
 mod body;
 mod config;
+mod heads;
 mod listen;
 mod routes;
 mod select;

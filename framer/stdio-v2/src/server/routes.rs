@@ -38,7 +38,6 @@ use mcp_framer_stdio::server::{OutFrame, Outlet};
 use tokio::sync::mpsc;
 
 use super::config::{Counters, bump};
-use super::listen::with_subscription_id;
 
 /// What a stream is sent: the bytes, and the dispatcher's frame whose budget
 /// they hold until the stream is done with them.
@@ -410,6 +409,16 @@ pub(super) async fn pump(routes: Arc<Routes>, mut outlet: Outlet) {
     // The outlet lives until here: dropping it earlier would be a failed
     // output for the dispatcher.
     drop(outlet);
+}
+
+/// `frame` (a notification) with `params._meta["io.modelcontextprotocol/subscriptionId"]` set.
+pub(super) fn with_subscription_id(frame: &[u8], id: &OwnedId) -> Option<Vec<u8>> {
+    let frame = frame.strip_suffix(b"\n").unwrap_or(frame);
+    let mut value: serde_json::Value = serde_json::from_slice(frame).ok()?;
+    let params = value.as_object_mut()?.entry("params").or_insert_with(|| serde_json::json!({}));
+    let meta = params.as_object_mut()?.entry("_meta").or_insert_with(|| serde_json::json!({}));
+    meta.as_object_mut()?.insert("io.modelcontextprotocol/subscriptionId".into(), serde_json::to_value(id).ok()?);
+    serde_json::to_vec(&value).ok()
 }
 
 #[cfg(test)]

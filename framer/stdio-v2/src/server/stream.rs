@@ -9,13 +9,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::{HeaderValue, Method, Request, StatusCode};
 use mcp_framer_jsonrpc::{Encoder, ErrorObject, INVALID_REQUEST, Id, Message, OwnedId};
 use mcp_framer_stdio::server::{Inlet, oversize_error};
 use serde::Deserialize;
 
 use super::body::{Assembling, BodyEnd, Share, read_body, skip_body};
 use super::config::{Counters, bump};
+use super::heads::{event_stream, json_response, status_only};
 use super::listen::{ListenFilter, listen};
 use super::routes::{Out, Refused, Routes, Waiting};
 use crate::io::{Unsent, send_chunks};
@@ -337,27 +338,6 @@ fn cancelled_id(params: Option<mcp_framer_jsonrpc::RawJson<'_>>) -> Option<Owned
     }
     let cancelled: Cancelled<'_> = serde_json::from_str(params?.get()).ok()?;
     Some(cancelled.request_id.into_owned())
-}
-
-pub(super) fn status_only(status: StatusCode) -> Response<()> {
-    let mut response = Response::new(());
-    *response.status_mut() = status;
-    response
-}
-
-fn json_response(status: StatusCode) -> Response<()> {
-    let mut response = status_only(status);
-    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(wire::JSON));
-    response
-}
-
-pub(super) fn event_stream() -> Response<()> {
-    let mut response = status_only(StatusCode::OK);
-    let headers: &mut HeaderMap = response.headers_mut();
-    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(wire::EVENT_STREAM));
-    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
 }
 
 #[cfg(test)]
