@@ -122,7 +122,7 @@ fn the_well_behaved_fixture_passes_every_check() {
     assert_eq!(run.exit, Some(0), "{}", run.text);
     let report = run.report();
     validate(&schema(), report, "report");
-    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(4)));
+    assert_eq!((report["schema"].as_str(), report["version"].as_u64()), (Some("mcp-probe-report"), Some(5)));
     assert_eq!(report["summary"]["pass"], 11);
     assert_eq!(report["server_info"]["name"], "probe_fixture");
     // It serves both eras: the probe finds the modern one first.

@@ -94,7 +94,7 @@ fn the_v2_fixture_passes_every_check_that_applies() {
     assert_eq!(run.exit, Some(0), "{}", run.text);
     let report = run.report();
     validate(&schema(), report, "report");
-    assert_eq!((report["version"].as_u64(), report["transport"].as_str()), (Some(4), Some("stdio-v2")));
+    assert_eq!((report["version"].as_u64(), report["transport"].as_str()), (Some(5), Some("stdio-v2")));
     assert_eq!(report["summary"]["pass"], 8);
     assert_eq!(report["leftover_processes"], Value::Array(vec![]), "{}", run.text);
     assert_eq!(report["opening"]["era"], "modern", "{}", run.text);

@@ -33,6 +33,9 @@ pub enum CheckId {
     /// 11 (`stdio-v2` 7): stderr per request and for the handshake, within
     /// what a pipe holds (`stdio-v2`: drained into a bounded tail).
     Stderr,
+    /// 12 (`stdio-v2` 9), only with `--soak DURATION`: minutes of mixed
+    /// traffic, nothing lost, the server's memory flat.
+    Soak,
 }
 
 impl CheckId {
@@ -70,6 +73,9 @@ impl CheckId {
     /// on the command line names a check of `ALL`; a report numbers its
     /// checks by their place in its transport's list.
     pub fn number(self) -> u8 {
+        if self == CheckId::Soak {
+            return Self::ALL.len() as u8 + 1;
+        }
         let place = |list: &[CheckId]| list.iter().position(|&c| c == self).map(|i| i as u8 + 1);
         place(&Self::ALL).or_else(|| place(&Self::STDIO_V2)).unwrap_or(0)
     }
@@ -90,6 +96,7 @@ impl CheckId {
             CheckId::Selection => "selection",
             CheckId::HeadOfLine => "head-of-line",
             CheckId::Stderr => "stderr",
+            CheckId::Soak => "soak",
         }
     }
 
@@ -109,6 +116,7 @@ impl CheckId {
             CheckId::Selection => "transport selection",
             CheckId::HeadOfLine => "no head-of-line blocking",
             CheckId::Stderr => "stderr within a pipe",
+            CheckId::Soak => "minutes of mixed traffic",
         }
     }
 
@@ -154,6 +162,9 @@ impl CheckId {
             CheckId::Stderr => {
                 "stderr is a 64 KiB pipe too: a host that does not read it blocks a chatty server, and one that keeps all of it grows without bound"
             }
+            CheckId::Soak => {
+                "hosts run for days: a server that loses one answer in ten thousand, or grows with every call, passes every check of seconds and fails in production"
+            }
         }
     }
 }
@@ -163,14 +174,16 @@ impl FromStr for CheckId {
 
     fn from_str(text: &str) -> Result<CheckId, String> {
         let text = text.trim();
-        let by_number = CheckId::ALL.into_iter().find(|c| c.number().to_string() == text);
-        let by_name = CheckId::ALL.into_iter().chain(CheckId::STDIO_V2).find(|c| c.name() == text);
+        let every = || CheckId::ALL.into_iter().chain([CheckId::Soak]);
+        let by_number = every().find(|c| c.number().to_string() == text);
+        let by_name = every().chain(CheckId::STDIO_V2).find(|c| c.name() == text);
         by_name.or(by_number).ok_or_else(|| {
             let mut names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
             names.extend(CheckId::STDIO_V2.iter().map(|c| c.name()).filter(|n| !names.contains(n)).collect::<Vec<_>>());
+            names.push(CheckId::Soak.name());
             format!(
                 "unknown check {text:?}; use a number 1-{} (stdio) or one of {}",
-                CheckId::ALL.len(),
+                CheckId::ALL.len() + 1,
                 names.join(", ")
             )
         })
@@ -195,7 +208,8 @@ mod tests {
         for check in CheckId::STDIO_V2 {
             assert_eq!(check.name().parse::<CheckId>(), Ok(check));
         }
-        assert!("11".parse::<CheckId>().is_ok() && "12".parse::<CheckId>().is_err());
+        assert_eq!(("12".parse::<CheckId>(), "soak".parse::<CheckId>()), (Ok(CheckId::Soak), Ok(CheckId::Soak)));
+        assert!("11".parse::<CheckId>().is_ok() && "13".parse::<CheckId>().is_err());
         let unknown = "nope".parse::<CheckId>().unwrap_err();
         assert!(unknown.contains("head-of-line") && unknown.contains("framing"), "{unknown}");
     }
@@ -225,12 +239,13 @@ mod tests {
         let check = &schema["properties"]["checks"]["items"]["properties"];
         let mut names: Vec<&str> = CheckId::ALL.iter().map(|c| c.name()).collect();
         names.extend(CheckId::STDIO_V2.iter().map(|c| c.name()).filter(|n| !names.contains(n)).collect::<Vec<_>>());
+        names.push(CheckId::Soak.name());
         let mut in_schema: Vec<&str> =
             check["name"]["enum"].as_array().expect("an enum").iter().filter_map(|n| n.as_str()).collect();
         in_schema.sort_unstable();
         names.sort_unstable();
         assert_eq!(in_schema, names, "the schema's check names");
-        assert_eq!(check["number"]["maximum"], CheckId::ALL.len(), "the schema's highest check number");
+        assert_eq!(check["number"]["maximum"], CheckId::Soak.number(), "the schema's highest check number");
 
         let readme = include_str!("../README.md");
         let rows = |checks: &[CheckId]| -> Vec<(u8, String)> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{FromArgMatches, Parser};
 
 use crate::check_id::CheckId;
-use crate::options::{FailOn, Limits, Options, ToolSpec, Transport, parse_duration, parse_size, parse_tool};
+use crate::options::{FailOn, Limits, Options, Soak, ToolSpec, Transport, parse_duration, parse_size, parse_tool};
 
 /// The text after `--help`: the checks, by number and name, then the
 /// units and an example.
@@ -16,10 +16,12 @@ fn after_help() -> String {
     let v2: Vec<&str> = CheckId::STDIO_V2.iter().map(|c| c.name()).collect();
     format!(
         "Checks: {}.\nWith --transport stdio-v2 (select by name): {}.\n\
+         With --soak DURATION, after them: {} soak (minutes of mixed traffic; --only soak for it alone).\n\
          Durations: 500ms, 2s, 1.5 (seconds). Sizes: 4096, 64KiB, 16MiB.\n\
          Example: mcp-probe --large 'dump {{\"bytes\":4000000}}' --slow 'count {{\"seconds\":10}}' -- python server.py",
         newline.join(", "),
-        v2.join(", ")
+        v2.join(", "),
+        CheckId::Soak.number()
     )
 }
 
@@ -49,7 +51,7 @@ pub struct Cli {
     /// experimental `stdio-v2` (HTTP/2 with prior knowledge on stdin and stdout).
     #[arg(long, default_value = "stdio", value_name = "stdio|stdio-v2")]
     pub(crate) transport: Transport,
-    /// Write the report as JSON (schema `mcp-probe-report`, version 4) to FILE.
+    /// Write the report as JSON (schema `mcp-probe-report`, version 5) to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
     /// Write the report as JUnit XML to FILE: one test case per check (a
@@ -135,6 +137,19 @@ pub struct Cli {
     /// Bytes of a line quoted as evidence.
     #[arg(long, default_value = "120B", value_parser = parse_size)]
     pub(crate) excerpt: usize,
+    /// After the checks, soak the server for DURATION (`5m`, `90s`): mixed
+    /// traffic from --concurrency callers over one session, using only what
+    /// it offers (--large and --slow when given), with latency per kind and
+    /// the server's memory sampled every second. FAILs on a lost or wrong
+    /// answer, or memory growth past --soak-growth. `--only soak` runs it alone.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) soak: Option<Duration>,
+    /// Callers sharing the session during --soak.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) concurrency: u16,
+    /// The most the median RSS of the soak's last third may exceed its middle third's.
+    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    pub(crate) soak_growth: usize,
     /// No progress display.
     #[arg(long, short)]
     pub(crate) quiet: bool,
@@ -210,6 +225,7 @@ impl Cli {
             term_timeout: self.term_timeout,
             check_timeout: self.check_timeout,
             excerpt: self.excerpt,
+            soak_growth: self.soak_growth,
         };
         let mut options = Options::new(self.command);
         options.only = self.only;
@@ -222,6 +238,7 @@ impl Cli {
         options.era = self.era.0;
         options.fail_on = self.fail_on;
         options.quiet = self.quiet;
+        options.soak = self.soak.map(|duration| Soak { duration, concurrency: usize::from(self.concurrency) });
         options.limits = limits;
         options
     }
@@ -263,6 +280,13 @@ mod tests {
         let v2 = v2.unwrap().into_options();
         assert_eq!((v2.transport, v2.only.as_slice()), (Transport::StdioV2, &[CheckId::HeadOfLine][..]));
         assert!(Cli::try_parse_from(["mcp-probe", "--transport", "http", "--", "x"]).is_err());
+        assert_eq!(Options::new(vec![]).soak, None, "no soak unless asked");
+        let soak =
+            Cli::try_parse_from(["mcp-probe", "--soak", "2m", "--concurrency", "32", "--only", "soak", "--", "x"]);
+        let soak = soak.unwrap().into_options();
+        assert_eq!(soak.soak, Some(Soak { duration: Duration::from_secs(120), concurrency: 32 }));
+        assert_eq!(soak.only, [CheckId::Soak]);
+        assert!(Cli::try_parse_from(["mcp-probe", "--soak", "1m", "--concurrency", "0", "--", "x"]).is_err());
     }
 
     #[test]

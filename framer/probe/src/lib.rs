@@ -51,6 +51,8 @@ mod processes;
 mod progress;
 mod raw;
 mod report;
+mod soak;
+pub mod stats;
 mod target;
 mod tools;
 mod v2;
@@ -60,7 +62,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 pub use check_id::CheckId;
 pub use cli::Cli;
 pub use error::ProbeError;
-pub use options::{FailOn, Limits, Options, ToolSpec, Transport};
+pub use options::{FailOn, Limits, Options, Soak, ToolSpec, Transport};
 pub use processes::Leftover;
 pub use report::{CheckResult, Hint, Opening, Report, SCHEMA, SCHEMA_VERSION, Summary, Verdict};
 pub use tools::{ToolInfo, ToolList};
@@ -75,7 +77,7 @@ pub async fn run(options: Options) -> Result<Report, ProbeError> {
     let started = Instant::now();
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let target = target::Target::new(options);
-    let checks = match target.options.transport {
+    let mut checks = match target.options.transport {
         Transport::Stdio => {
             if let Err(e) = tools::open_and_list(&target).await {
                 target.kill_all().await;
@@ -92,6 +94,7 @@ pub async fn run(options: Options) -> Result<Report, ProbeError> {
             }
         },
     };
+    checks.extend(soak::check(&target, &checks).await);
     let leftover_processes = target.kill_all().await;
     let server_info = target.server_info.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut report = Report {

@@ -128,6 +128,9 @@ pub struct Limits {
     pub check_timeout: Duration,
     /// Bytes of a line quoted as evidence.
     pub excerpt: usize,
+    /// How far the median RSS of a soak's last third may exceed its middle
+    /// third's (`--soak`).
+    pub soak_growth: usize,
 }
 
 impl Default for Limits {
@@ -155,6 +158,7 @@ impl Default for Limits {
             term_timeout: s(2),
             check_timeout: s(120),
             excerpt: 120,
+            soak_growth: 16 << 20,
         }
     }
 }
@@ -186,6 +190,8 @@ pub struct Options {
     pub fail_on: FailOn,
     /// No progress display on stderr.
     pub quiet: bool,
+    /// `--soak`: after the checks, the soak check with these settings.
+    pub soak: Option<Soak>,
     /// Times and sizes.
     pub limits: Limits,
 }
@@ -205,14 +211,28 @@ impl Options {
             era: None,
             fail_on: FailOn::Fail,
             quiet: true,
+            soak: None,
             limits: Limits::default(),
         }
     }
 
-    /// Whether `check` runs.
+    /// Whether `check` runs (the soak only with [`soak`](Options::soak)).
     pub fn selected(&self, check: CheckId) -> bool {
+        if check == CheckId::Soak && self.soak.is_none() {
+            return false;
+        }
         (self.only.is_empty() || self.only.contains(&check)) && !self.skip.contains(&check)
     }
+}
+
+/// `--soak`: how long the soak check's traffic runs, and how many callers
+/// share its session (`--concurrency`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Soak {
+    /// How long the traffic runs.
+    pub duration: Duration,
+    /// Callers sharing the session.
+    pub concurrency: usize,
 }
 
 /// A tool to call: its name and its arguments.

@@ -2,14 +2,15 @@
 //!
 //! The JSON form is the contract for tools: its schema is
 //! `report.schema.json` in this crate (`"schema": "mcp-probe-report"`,
-//! `"version": 4`). A new field may appear in a minor release; a field is
+//! `"version": 5`). A new field may appear in a minor release; a field is
 //! removed or changes meaning only with a new `version`. Version 2 added
 //! `opening`, `fail_on`, `hints`, each check's `behaviours` and each
 //! leftover's `cmdline`; `summary.exit_code` now follows `fail_on` (with
 //! the default `fail`, its meaning is version 1's). Version 3 added
 //! `transport` (`"stdio"` or `"stdio-v2"`) and the `stdio-v2` checks'
 //! names. Version 4 added the stdio checks `exit-flush` (10) and `stderr`
-//! (11).
+//! (11). Version 5 added the `soak` check (with `--soak` only: 12 in a
+//! `stdio` report, 9 in a `stdio-v2` one).
 
 use std::fmt::{self, Write as _};
 
@@ -22,7 +23,7 @@ use crate::processes::{Leftover, SCANS_PROCESSES};
 /// The name of the report's JSON schema.
 pub const SCHEMA: &str = "mcp-probe-report";
 /// The version of the report's JSON schema.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

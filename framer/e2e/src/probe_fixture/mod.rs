@@ -26,6 +26,8 @@
 //! | `--cut-at-exit` | at stdin EOF, exits once its queued frames have started to be written, not finished (Node's `process.exit()` with a pending write) | 10 exit-flush |
 //! | `--stderr-per-request N` | writes N bytes of warnings on stderr for every request | 11 stderr (WARN over 64 KiB) |
 //! | `--stderr-at-start N` | writes N bytes of warnings on stderr at start-up | 11 stderr (WARN over 4 KiB) |
+//! | `--lose-every N` | answers no request whose number is a multiple of N (from the 20th) | 12 soak (lost answers) |
+//! | `--leak-per-second N` | keeps N more bytes for good every second (up to 256 MiB) | 12 soak (memory growth) |
 //!
 //! Switches that are not defects (the probe must not FAIL them):
 //!
@@ -128,6 +130,15 @@ pub struct Args {
     /// Write this many bytes of warnings on stderr at start-up.
     #[arg(long, value_name = "BYTES")]
     pub stderr_at_start: Option<usize>,
+    /// Answer no request whose number (counting every request, the
+    /// handshake's included) is a multiple of N, from the 20th on.
+    #[arg(long, value_name = "N")]
+    pub lose_every: Option<u64>,
+    /// Keep this many more bytes (written, so resident) every second, for
+    /// good, up to 256 MiB in all: a server that grows at a steady rate,
+    /// whatever the load.
+    #[arg(long, value_name = "BYTES")]
+    pub leak_per_second: Option<usize>,
     /// Lines over this many bytes get a -32600 error (and are not kept in memory).
     #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
     pub request_limit: usize,
@@ -334,6 +345,9 @@ pub fn main() -> ExitCode {
         println!("probe_fixture 1.0 starting (a banner on stdout: the defect)");
     }
     eprintln!("probe_fixture: ready");
+    if let Some(bytes) = args.leak_per_second {
+        leak(bytes);
+    }
     if let Some(n) = args.stderr_at_start {
         warn_on_stderr(n, "start-up");
     }
@@ -475,6 +489,29 @@ fn go_deaf(held: usize) -> ! {
     }
 }
 
+/// `--leak-per-second`: a thread that keeps `bytes` more every second
+/// (a tenth every 100 ms), up to 256 MiB.
+fn leak(bytes: usize) {
+    thread::spawn(move || {
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        while kept.len().saturating_mul(bytes / 10) < 256 << 20 {
+            kept.push(vec![0x5a; bytes / 10]);
+            thread::sleep(Duration::from_millis(100));
+        }
+        // Held for good.
+        loop {
+            thread::park();
+        }
+    });
+}
+
+/// `--lose-every` for one request: whether it goes unanswered.
+fn soak_defects(args: &Args) -> bool {
+    static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = REQUESTS.fetch_add(1, Ordering::Relaxed) + 1;
+    args.lose_every.is_some_and(|every| n >= 20 && n.is_multiple_of(every.max(1)))
+}
+
 fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>, line: &[u8]) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -506,6 +543,9 @@ fn handle(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<Atomic
     let params = object.get("params").cloned().unwrap_or(Value::Null);
     if let (Some(n), Some(_)) = (args.stderr_per_request, &id) {
         warn_on_stderr(n, method);
+    }
+    if id.is_some() && soak_defects(args) {
+        return;
     }
     let Some(id) = id else {
         if method == "notifications/cancelled" {

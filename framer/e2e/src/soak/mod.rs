@@ -44,7 +44,7 @@
 //! not start.
 
 pub mod server;
-pub mod stats;
+pub use mcp_probe::stats;
 pub mod traffic;
 pub mod transport;
 

@@ -90,7 +90,8 @@ async fn run_one(check: CheckId, target: &Target, progress: &Progress, result: &
         CheckId::Shutdown => shutdown::run(target, progress, result).await,
         CheckId::ExitFlush => exit_flush::run(target, progress, result).await,
         CheckId::Stderr => stderr::run(target, progress, result).await,
-        // `stdio-v2` only: not in `CheckId::ALL`, never run here.
-        CheckId::Selection | CheckId::HeadOfLine => {}
+        // `stdio-v2` only, or the soak (run after the list, by `run`): not
+        // in `CheckId::ALL`, never run here.
+        CheckId::Selection | CheckId::HeadOfLine | CheckId::Soak => {}
     }
 }

@@ -1,6 +1,20 @@
-//! What the soak measures, in memory it can state: latency histograms of a
+//! What a soak measures, in memory it can state: latency histograms of a
 //! fixed size, RSS samples (one a second), and the arithmetic of the
-//! verdict (medians by third, the slope).
+//! verdict (medians by third, the slope). Shared by `mcp-probe --soak` and
+//! the project's own soak (`framer/e2e`, `scripts/soak`).
+//!
+//! ```
+//! use std::time::Duration;
+//! use mcp_probe::stats::{Histogram, thirds};
+//!
+//! let mut latency = Histogram::default();
+//! for ms in 1..=100 {
+//!     latency.record(Duration::from_millis(ms));
+//! }
+//! assert!(latency.quantile_us(0.5) >= 50_000 && latency.quantile_us(0.5) <= 53_125);
+//! assert_eq!(latency.max_us(), 100_000);
+//! assert_eq!(thirds(&[1.0, 1.0, 2.0, 2.0, 9.0, 9.0]), [1.0, 2.0, 9.0]);
+//! ```
 
 use std::time::Duration;
 
