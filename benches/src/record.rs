@@ -351,15 +351,27 @@ pub fn readme_table(record: &Value, name: &str) -> String {
         "CPU µs per MiB read (the reading process, every thread; lower is cheaper)",
         "cpu-us-per-mib",
     );
-    pipe_table(&mut out, record, "MiB/s (wall clock, from the child's start to its exit)", "mib-per-s");
     scale_table(&mut out, record);
     stdio_v2_table(&mut out, record);
+    let targets: Vec<&Value> =
+        record["ratios"].as_array().into_iter().flatten().filter(|r| !r["target"].is_null()).collect();
+    let count = |verdict: &str| targets.iter().filter(|r| r["verdict"] == verdict).count();
+    let _ = writeln!(
+        out,
+        "Targets: {} PASS, {} MISS, {} within noise, of {} (every one, with the MiB/s figures, in the record; \
+         how they are judged: [benches/RESULTS.md](benches/RESULTS.md)). Those not passed:",
+        count("PASS"),
+        count("MISS"),
+        count("within noise"),
+        targets.len()
+    );
+    let _ = writeln!(out);
     let _ = writeln!(
         out,
         "| target (ratio > 1: the first is faster or cheaper) | group | measured [spread] | target | verdict |"
     );
     let _ = writeln!(out, "|---|---|---:|---:|---|");
-    for ratio in record["ratios"].as_array().into_iter().flatten().filter(|r| !r["target"].is_null()) {
+    for ratio in targets.into_iter().filter(|r| r["verdict"] != "PASS") {
         let kind = match str_of(&ratio["measure"]) {
             "cpu" => "CPU per MiB",
             "idle-memory" => "idle memory per session",
@@ -395,11 +407,6 @@ pub fn readme_table(record: &Value, name: &str) -> String {
 
 /// One pipe table: a row per payload, a column per reader, `unit` from the BMF.
 fn pipe_table(out: &mut String, record: &Value, title: &str, unit: &str) {
-    let _ = writeln!(out, "{title}:");
-    let _ = writeln!(out);
-    let headers: Vec<&str> = READERS.iter().map(|(_, header, _)| *header).collect();
-    let _ = writeln!(out, "| payload | {} |", headers.join(" | "));
-    let _ = writeln!(out, "|---|{}", "---:|".repeat(READERS.len()));
     // The placements this record measured: a record with pinned rows shows
     // them apart (targets are judged there), each payload's rows together;
     // one with the unpinned rows only shows those, unlabelled.
@@ -414,14 +421,20 @@ fn pipe_table(out: &mut String, record: &Value, title: &str, unit: &str) {
         })
         .collect();
     let labelled = present.iter().any(|(placement, _)| *placement != "unpinned");
+    // The note comes before the table: a line between a table's rows ends it.
     if labelled {
         let _ = writeln!(
             out,
-            "Rows by placement: reader and child pinned to two CPUs, pinned to one CPU (the targets are judged \
-             in these two), and unpinned (information: where the scheduler puts the reader moves it)."
+            "{title}; rows by placement: reader and child pinned to two CPUs, pinned to one CPU (the targets are \
+             judged in these two), and unpinned (information: where the scheduler puts the reader moves it):"
         );
-        let _ = writeln!(out);
+    } else {
+        let _ = writeln!(out, "{title}:");
     }
+    let _ = writeln!(out);
+    let headers: Vec<&str> = READERS.iter().map(|(_, header, _)| *header).collect();
+    let _ = writeln!(out, "| payload | {} |", headers.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(READERS.len()));
     for (group, payload) in PAYLOADS {
         for (placement, label) in &present {
             let cells: Vec<String> = READERS

@@ -260,6 +260,10 @@ async fn malformed_bodies_and_bad_headers_are_answered_400_and_the_session_goes_
 async fn noisy_stderr_is_drained_into_a_bounded_tail_and_the_session_survives() {
     watchdog(WATCHDOG, "noisy stderr", async {
         let client = spawn(&[], HostConfig::default()).await;
+        // Before the noise the tail holds all there was (nothing, or a few
+        // lines): plain text, with no marker saying something was left out.
+        let before = client.stderr_tail();
+        assert!(!before.contains("[preview"), "a whole tail has no marker: {before:?}");
         let noisy = client.request("tools/call", &call_params("noise", json!({"bytes": 4 << 20}))).await.unwrap();
         assert_eq!(noisy.text(), "noisy");
         ping(&client).await;
@@ -267,6 +271,7 @@ async fn noisy_stderr_is_drained_into_a_bounded_tail_and_the_session_survives() 
         let tail = client.stderr_tail();
         assert!(tail.len() <= (64 << 10) + 200, "the tail is bounded: {} bytes", tail.len());
         assert!(tail.contains("noise on stderr"));
+        assert!(tail.starts_with("[preview: last "), "a cut tail says so: {:?}", &tail[..80.min(tail.len())]);
         client.shutdown().await;
     })
     .await;
