@@ -203,7 +203,9 @@ struct Messages {
 
 impl Messages {
     fn check(&self, i: usize, kind: Kind, id: Option<&Id<'_>>, method: Option<&str>) {
-        assert_eq!((kind, id, method), (self.kind, Some(&Id::Number(self.ids[i])), self.method), "message {i}");
+        // A notification has no id: `ids` is empty.
+        let expected = self.ids.get(i).map(|&n| Id::Number(n));
+        assert_eq!((kind, id, method), (self.kind, expected.as_ref(), self.method), "message {i}");
     }
 }
 
@@ -227,12 +229,21 @@ fn text_1m() -> Messages {
     Messages { frames: vec![large_text_result(MIB)], ids: vec![7], kind: Kind::Response, method: None }
 }
 
+/// One `notifications/message` of 1 MiB whose `data` is one flat string of
+/// plain words (the pipe bench's `text` payload): the scanner's long-run
+/// path, with nothing to escape.
+fn flat_1m() -> Messages {
+    let frames = vec![mcp_framer_benches::pipe::notification_with(mcp_framer_benches::pipe::Payload::Text, MIB)];
+    Messages { frames, ids: vec![], kind: Kind::Notification, method: Some("notifications/message") }
+}
+
 // The parser (its own scanner): routing fields borrowed, payload left a
 // `RawJson` slice of the frame.
 #[library_benchmark]
 #[bench::call_200b(requests_200b())]
 #[bench::list_64k(results_64k())]
 #[bench::text_1m(text_1m())]
+#[bench::flat_1m(flat_1m())]
 fn parse(messages: Messages) -> usize {
     for (i, frame) in messages.frames.iter().enumerate() {
         let message = mcp_framer_jsonrpc::parse(black_box(frame)).expect("a valid message");

@@ -356,9 +356,22 @@ fn special(word: u64) -> u64 {
 }
 
 /// The index of the first byte at or after `i` that is `"`, `\` or a
-/// control character (or the end of `b`). Eight bytes at a time, then one.
+/// control character (or the end of `b`). Up to eight words of eight bytes
+/// first (keys, ids, methods and the runs between escapes end there), then,
+/// in a run that is still going, 64 bytes a step in a form the compiler
+/// turns into vector compares (a long plain string: a third of the words'
+/// time), then words, then bytes.
 #[inline(always)]
 fn skip_plain(b: &[u8], mut i: usize) -> usize {
+    for _ in 0..8 {
+        let Some(chunk) = b.get(i..i + 8) else { break };
+        let found = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i = skip_plain_blocks(b, i);
     while let Some(chunk) = b.get(i..i + 8) {
         let found = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
         if found != 0 {
@@ -371,6 +384,27 @@ fn skip_plain(b: &[u8], mut i: usize) -> usize {
             break;
         }
         i += 1;
+    }
+    i
+}
+
+/// Bytes per step of [`skip_plain_blocks`].
+const BLOCK: usize = 64;
+
+/// The start of the first [`BLOCK`] at or after `i` that holds a byte
+/// [`skip_plain`] stops at (or of the last partial block). The loop body
+/// has no early exit and no data-dependent branch, so it vectorises.
+#[inline(never)]
+fn skip_plain_blocks(b: &[u8], mut i: usize) -> usize {
+    while let Some(block) = b.get(i..i + BLOCK) {
+        let mut stop = 0u8;
+        for &c in block {
+            stop |= u8::from(c == b'"') | u8::from(c == b'\\') | u8::from(c < 0x20);
+        }
+        if stop != 0 {
+            break;
+        }
+        i += BLOCK;
     }
     i
 }
@@ -429,12 +463,13 @@ mod tests {
 
     #[test]
     fn plain_runs_stop_at_the_first_special_byte_at_every_length_and_offset() {
-        // Every path of `skip_plain`: whole words, then single bytes.
+        // Every path of `skip_plain`: the first eight words, 64-byte blocks
+        // (from 128 bytes), whole words, then single bytes.
         let naive = |b: &[u8], i: usize| {
             b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map_or(b.len(), |at| i + at)
         };
         let mut checked = 0;
-        for len in 0..150 {
+        for len in (0..150).chain([200, 263]) {
             let plain: Vec<u8> = (0..len).map(|k| b"abc def\x7f\xc3\xa9"[k % 9]).collect();
             for start in [0, 1, 7] {
                 let start = start.min(len);
