@@ -177,7 +177,20 @@ impl Cli {
     /// and exits with 0, on a usage error prints it and exits with 2.
     pub fn from_env() -> Cli {
         let matches = Cli::command_with_help().get_matches();
-        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        if let Err(message) = cli.validate() {
+            Cli::command_with_help().error(clap::error::ErrorKind::ArgumentConflict, message).exit();
+        }
+        cli
+    }
+
+    /// What the flags cannot say alone: the soak check named with
+    /// `--only` needs `--soak DURATION`.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.soak.is_none() && self.only.contains(&CheckId::Soak) {
+            return Err("--only soak needs --soak DURATION (how long to soak, e.g. --soak 5m)".into());
+        }
+        Ok(())
     }
 
     /// The command line's definition, with the check list (from
@@ -287,6 +300,12 @@ mod tests {
         assert_eq!(soak.soak, Some(Soak { duration: Duration::from_secs(120), concurrency: 32 }));
         assert_eq!(soak.only, [CheckId::Soak]);
         assert!(Cli::try_parse_from(["mcp-probe", "--soak", "1m", "--concurrency", "0", "--", "x"]).is_err());
+        let no_duration = Cli::try_parse_from(["mcp-probe", "--only", "soak", "--", "x"]).unwrap();
+        assert!(no_duration.validate().unwrap_err().contains("--soak DURATION"));
+        assert_eq!(
+            Cli::try_parse_from(["mcp-probe", "--soak", "9s", "--only", "soak", "--", "x"]).unwrap().validate(),
+            Ok(())
+        );
     }
 
     #[test]
