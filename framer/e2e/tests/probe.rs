@@ -227,6 +227,24 @@ fn a_slow_but_steady_reader_is_slow_not_deaf() {
 }
 
 #[test]
+fn a_slow_reader_that_drops_a_large_request_fails_request_size() {
+    // 1.5 s per MiB read, and a line over 600,000 bytes dropped without a
+    // reply. By its growth the 1 MiB request is not due before the most a
+    // step waits (4 x --step-timeout), so its silence alone would read as
+    // slow; the liveness request written after it is answered first, which
+    // shows the server read past it: FAIL, whatever the machine's load.
+    let run = probe(
+        &["--only", "request-size", "--max-request", "4MiB", "--step-timeout", "1s"],
+        &["--slow-reader", "1500", "--drop-over", "600000"],
+    );
+    assert_eq!(run.verdict("request-size"), "FAIL", "{}", run.text);
+    let evidence = run.evidence("request-size");
+    assert!(evidence.contains("the first failure: a request of 1048576 bytes got silence"), "{evidence}");
+    assert!(evidence.contains("dropped, not slow: the server/discover written after it was answered"), "{evidence}");
+    assert_eq!(run.check("request-size")["measurements"]["largest_answered"], 524288, "{evidence}");
+}
+
+#[test]
 fn a_reader_deaf_past_its_cap_fails_with_its_limit_bisected() {
     // Stops reading once it holds over 3,000,000 bytes of one line, and
     // stays alive: the 4 MiB request stalls although the growth so far had

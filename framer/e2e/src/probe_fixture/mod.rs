@@ -14,6 +14,7 @@
 //! | `--banner` | a line on stdout before anything | 1 stdout-hygiene |
 //! | `--deaf-over N` | stops reading and answering after a line over N bytes | 4 request-size |
 //! | `--deaf-reader-over N` | stops reading (and stays alive) once it holds more than N bytes of an unfinished line, as a capped read buffer whose process outlives its transport | 4 request-size, the limit bisected |
+//! | `--drop-over N` | drops a line over N bytes without a reply and answers on (even from a slow reader) | 4 request-size |
 //! | `--exit-over N` | exits on a line over N bytes | 4 request-size |
 //! | `--blocking-writes` | writes results from the reading thread, so it reads nothing while a write blocks | 7 backpressure |
 //! | `--ignore-cancel` | `slow` keeps going (and sending progress) after a cancel | 8 cancellation |
@@ -114,6 +115,11 @@ pub struct Args {
     /// read (a slow but steady reader).
     #[arg(long, value_name = "MS")]
     pub slow_reader: Option<u64>,
+    /// Read stdin 64 KiB at a time and drop a line over this many bytes
+    /// without a reply, reading and answering on (a frame limit that says
+    /// nothing).
+    #[arg(long, value_name = "BYTES")]
+    pub drop_over: Option<usize>,
     /// Serve only the 2026-07-28 era: `initialize` and `ping` get -32601.
     #[arg(long, conflicts_with = "legacy_only")]
     pub modern_only: bool,
@@ -420,7 +426,7 @@ pub fn main() -> ExitCode {
         }
         return at_eof(&args);
     }
-    if args.deaf_reader_over.is_some() || args.slow_reader.is_some() {
+    if args.deaf_reader_over.is_some() || args.slow_reader.is_some() || args.drop_over.is_some() {
         chunked_reader(&args, &out, &cancels, &mut stdin);
         return at_eof(&args);
     }
@@ -444,8 +450,8 @@ pub fn main() -> ExitCode {
     at_eof(&args)
 }
 
-/// Reads stdin 64 KiB at a time for `--deaf-reader-over` and
-/// `--slow-reader`, serving each complete line.
+/// Reads stdin 64 KiB at a time for `--deaf-reader-over`, `--slow-reader`
+/// and `--drop-over`, serving each complete line.
 fn chunked_reader(
     args: &Args,
     out: &Out,
@@ -471,7 +477,14 @@ fn chunked_reader(
                 go_deaf(from + at);
             }
             let line: Vec<u8> = held.drain(..=from + at).collect();
-            handle(args, out, cancels, &line[..line.len() - 1]);
+            if args.drop_over.is_some_and(|limit| line.len() - 1 > limit) {
+                eprintln!(
+                    "probe_fixture: a {}-byte line dropped without a reply (the --drop-over defect)",
+                    line.len() - 1
+                );
+            } else {
+                handle(args, out, cancels, &line[..line.len() - 1]);
+            }
             from = 0;
         }
         if over(held.len()) {

@@ -162,7 +162,11 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     if let Some(status) = exited_during_pause {
         return result.note(Verdict::Fail, format!("the server exited while its stdout was blocked ({status})"));
     }
-    let blocked = queued != u64::MAX && queued >= PIPE - 1024;
+    // Linux's pipe holds 16 pages: it is full when every page is taken, and
+    // the first may be partly read already and the last partly written (a
+    // write's first bytes that did not fit the page before), so a full pipe
+    // can hold up to two pages less than 64 KiB.
+    let blocked = queued != u64::MAX && queued >= PIPE - 2 * 4096;
     if !blocked && queued != u64::MAX {
         result.note(
             Verdict::Warn,

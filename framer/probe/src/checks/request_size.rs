@@ -311,19 +311,44 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Outcome::WriteStalled(waited) | Outcome::Silence(waited) if conn.exit_status().is_none() => Some(waited),
         _ => None,
     };
+    // A newline server reads its stdin in order: a liveness request written
+    // after a silent one, answered while that one still is not, shows that
+    // the server read past it and dropped it, however slow its growth.
+    let mut next = None;
+    if let (Some(_), Outcome::Silence(_)) = (waited, &outcome) {
+        progress.step("the next request after the silence");
+        let seen = conn.log.len();
+        let ping = conn.ping(limits.ping_timeout).await;
+        let answers = conn.log[seen..]
+            .iter()
+            .filter(|e| matches!(e, RawEvent::Message(m) if matches!(m.kind, Kind::Response | Kind::ErrorResponse)))
+            .count();
+        next = Some((ping, answers));
+    }
+    let read_past = match &next {
+        Some((Ok(took), 1)) => Some(*took),
+        _ => None,
+    };
     if let Some(waited) = waited
+        && read_past.is_none()
         && growth.is_none_or(|g| g.patience > waited)
     {
         return slow(target, conn, result, failed_size, &outcome, largest.unwrap_or(0), growth).await;
     }
     result.info(format!("the first failure: a request of {failed_size} bytes got {}", outcome.describe()));
-    if let (Some(_), Some(growth)) = (waited, growth) {
-        result.info(format!("deaf, not slow: {}", growth.describe(failed_size)));
+    match (read_past, waited, growth) {
+        (Some(took), _, _) => result.info(format!(
+            "dropped, not slow: the {method} written after it was answered in {} while it still was not",
+            fmt_duration(took)
+        )),
+        (None, Some(_), Some(growth)) => result.info(format!("deaf, not slow: {}", growth.describe(failed_size))),
+        _ => {}
     }
-    let after = match &outcome {
-        Outcome::Exited(_) => Err("the process had exited".to_owned()),
+    let after = match (&outcome, next) {
+        (Outcome::Exited(_), _) => Err("the process had exited".to_owned()),
         // The unfinished request still fills its stdin: nothing can be asked.
-        Outcome::WriteStalled(_) => Err("not asked (the unfinished request fills its stdin)".to_owned()),
+        (Outcome::WriteStalled(_), _) => Err("not asked (the unfinished request fills its stdin)".to_owned()),
+        (_, Some((ping, _))) => ping.map(|_| ()),
         _ => {
             progress.step("the next request after the failure");
             conn.ping(limits.ping_timeout).await.map(|_| ())
