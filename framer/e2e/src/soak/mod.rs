@@ -5,7 +5,9 @@
 //! [`server`]) under the newline host (`mcp_framer_stdio::host::Session`)
 //! or the stdio-v2 host (`mcp_framer_stdio_v2::host::Client`), and runs
 //! `--callers N` concurrent callers (default 32) for `--duration S`
-//! seconds, each drawing its calls from a seeded plan ([`traffic`]): half
+//! seconds, each drawing its calls from a seeded plan ([`traffic`]; its
+//! first round makes every kind of call once, even past the duration on a
+//! loaded machine): half
 //! `echo` of 1 B to 64 KiB of hostile text (content checked), `ping`, `big`
 //! results of 256 KiB to 4 MiB (length checked), `slow` calls given up after
 //! 20 to 200 ms (they must time out with the cancellation sent), short
@@ -291,11 +293,20 @@ fn params(planned: &Planned) -> (&'static str, Value) {
     }
 }
 
-/// One ordinary caller: calls from its plan until `end`.
-async fn caller(host: Arc<Host>, mut rng: Rng, end: Instant) -> Seen {
+/// How long past `--duration` an ordinary caller may go on to finish its
+/// first round (every kind of the mix once): a soak of seconds on a loaded
+/// machine still makes every kind of call.
+const FIRST_ROUND_GRACE: Duration = Duration::from_secs(30);
+
+/// Ordinary caller `index`: calls from its plan until `end`, and at least
+/// its first round (up to [`FIRST_ROUND_GRACE`] past `end`).
+async fn caller(host: Arc<Host>, index: usize, mut rng: Rng, end: Instant) -> Seen {
     let mut seen = Seen::new();
-    while Instant::now() < end {
-        let planned = traffic::next_call(&mut rng);
+    let mut n = 0;
+    let first_round = traffic::MIX.len() as u64;
+    while Instant::now() < end || (n < first_round && Instant::now() < end + FIRST_ROUND_GRACE) {
+        let planned = traffic::next_call(&mut rng, index, n);
+        n += 1;
         let (method, params) = params(&planned);
         let started = Instant::now();
         let reply = match planned {
@@ -509,7 +520,7 @@ async fn run(options: &Options, v2: bool) -> Result<Value, String> {
     let end = started + Duration::from_secs(options.duration);
     let mut tasks = tokio::task::JoinSet::new();
     for index in 0..options.callers {
-        tasks.spawn(caller(Arc::clone(&host), Rng::for_caller(options.seed, index), end));
+        tasks.spawn(caller(Arc::clone(&host), index, Rng::for_caller(options.seed, index), end));
     }
     if !options.no_hostile {
         for (i, kind) in [Kind::Stalled, Kind::Storm, Kind::Oversize].into_iter().enumerate() {
@@ -523,7 +534,9 @@ async fn run(options: &Options, v2: bool) -> Result<Value, String> {
     let mut seen = Seen::new();
     // Every call ends by the session's request timeout; past that, a caller
     // still running has lost an answer.
-    let drain = tokio::time::sleep_until((end + transport::REQUEST_TIMEOUT + Duration::from_secs(10)).into());
+    let drain = tokio::time::sleep_until(
+        (end + FIRST_ROUND_GRACE + transport::REQUEST_TIMEOUT + Duration::from_secs(10)).into(),
+    );
     tokio::pin!(drain);
     let mut unfinished = 0;
     loop {

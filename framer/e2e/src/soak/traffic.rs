@@ -183,18 +183,16 @@ impl Planned {
     }
 }
 
-/// The next call of an ordinary caller.
-pub fn next_call(rng: &mut Rng) -> Planned {
-    let total: u64 = MIX.iter().map(|(_, w)| w).sum();
-    let mut pick = rng.range(0, total - 1);
-    let mut kind = Kind::Echo;
-    for (k, w) in MIX {
-        if pick < w {
-            kind = k;
-            break;
-        }
-        pick -= w;
-    }
+/// Call number `n` (from 0) of ordinary caller `caller`. The first
+/// `MIX.len()` calls go once through every kind of the mix, starting at the
+/// caller's index, so that a soak of seconds on a loaded machine still makes
+/// every kind of call and callers start on different kinds; after them, the
+/// mix's weights choose.
+pub fn next_call(rng: &mut Rng, caller: usize, n: u64) -> Planned {
+    let kind = match usize::try_from(n) {
+        Ok(n) if n < MIX.len() => MIX[(caller % MIX.len() + n) % MIX.len()].0,
+        _ => weighted(rng),
+    };
     match kind {
         Kind::Echo => {
             let bytes = rng.log_range(ECHO_BYTES.0, ECHO_BYTES.1) as usize;
@@ -209,6 +207,19 @@ pub fn next_call(rng: &mut Rng) -> Planned {
         Kind::Panic => Planned::Panic,
         _ => Planned::Drop(Duration::from_millis(rng.range(DROP_MS.0, DROP_MS.1))),
     }
+}
+
+/// A kind drawn by the mix's weights.
+fn weighted(rng: &mut Rng) -> Kind {
+    let total: u64 = MIX.iter().map(|(_, w)| w).sum();
+    let mut pick = rng.range(0, total - 1);
+    for (kind, weight) in MIX {
+        if pick < weight {
+            return kind;
+        }
+        pick -= weight;
+    }
+    Kind::Echo
 }
 
 /// Text of at most `bytes` bytes (and at least `bytes - 3`) full of what
@@ -240,8 +251,14 @@ mod tests {
     fn a_seed_names_one_plan_and_the_mix_has_every_kind() {
         let plan = |seed| {
             let mut rng = Rng::for_caller(seed, 3);
-            (0..2000).map(|_| next_call(&mut rng)).collect::<Vec<_>>()
+            (0..2000).map(|n| next_call(&mut rng, 3, n)).collect::<Vec<_>>()
         };
+        // The first calls go through every kind once, from the caller's own.
+        let first: Vec<Kind> = plan(7).iter().take(MIX.len()).map(Planned::kind).collect();
+        assert_eq!(first[0], MIX[3].0);
+        for (kind, _) in MIX {
+            assert!(first.contains(&kind), "{kind:?} not among the first calls: {first:?}");
+        }
         assert_eq!(plan(7), plan(7));
         assert_ne!(plan(7), plan(8));
         let calls = plan(7);
