@@ -75,7 +75,9 @@ async fn a_response_just_over_the_limit_is_skipped_and_the_session_continues() {
 #[tokio::test]
 async fn a_response_just_over_the_limit_under_fail_ends_the_session_and_a_restart_works() {
     watchdog("just over the limit, Fail", async {
-        let (session, _inbound) = spawn(limited(OversizePolicy::Fail));
+        // No exit grace at all: the kill's own wait (`after_kill`) is what
+        // lets the close carry the exit status, however loaded the machine.
+        let (session, _inbound) = spawn(limited(OversizePolicy::Fail).with_exit_grace(Duration::ZERO));
         let failed = session.request("tools/call", &sized(LIMIT + 1)).await;
         let Err(RequestError::Closed(closed)) = failed else { panic!("the session must end: {failed:?}") };
         assert!(

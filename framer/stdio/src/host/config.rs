@@ -100,7 +100,11 @@ pub struct SessionConfig {
     /// session is declared over. Default 1 s. If the child exited and its
     /// stdout is still open then (a process it left holds it), the reader
     /// stops all the same: the inbound queue ends once what was queued is
-    /// taken, and what is left of the process tree is killed.
+    /// taken, and what is left of the process tree is killed. A session
+    /// that ends on its own limits (oversize under `Fail`, overload, a read
+    /// error) kills the child and waits for it up to the longer of this and
+    /// [`ShutdownConfig::after_kill`], so its [`Closed`](super::Closed)
+    /// carries the exit status.
     pub exit_grace: Duration,
     /// The shutdown sequence's waits.
     pub shutdown: ShutdownConfig,

@@ -178,11 +178,18 @@ impl Supervisor {
                 }
                 report = &mut self.reader, if !reader_done => {
                     reader_done = true;
-                    if let Some(reason) = fatal(report) {
-                        self.reason.set(reason);
-                        self.signal(Signal::Kill);
-                    }
-                    deadline.get_or_insert_with(|| Instant::now() + self.grace);
+                    // A child killed here is reaped within the kill step's
+                    // wait (only the kernel is left to wait for), so the
+                    // close can report its status even on a loaded machine.
+                    let wait = match fatal(report) {
+                        Some(reason) => {
+                            self.reason.set(reason);
+                            self.signal(Signal::Kill);
+                            self.grace.max(self.steps.after_kill)
+                        }
+                        None => self.grace,
+                    };
+                    deadline.get_or_insert_with(|| Instant::now() + wait);
                 }
                 () = grace => break,
             }
