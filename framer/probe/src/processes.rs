@@ -7,6 +7,7 @@
 //! crate's [`Killer`]; a host session's by its group on unix, and on
 //! Windows by the session itself when it is dropped (its job is closed).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -38,6 +39,37 @@ pub(crate) const SCANS_PROCESSES: bool = cfg!(target_os = "linux");
 /// What the evidence says where [`SCANS_PROCESSES`] is false.
 pub(crate) const NO_SCAN: &str =
     "the server's child processes are not checked on this platform (the scan reads Linux's /proc)";
+
+/// The server's processes: its group's members and its descendants (a
+/// tool's child may lead a group of its own), the server itself left out.
+/// None where the platform is not scanned ([`SCANS_PROCESSES`]).
+pub(crate) fn server_processes(pid: Option<u32>) -> Vec<Leftover> {
+    let Some(pid) = pid else { return Vec::new() };
+    let mut found = group_members(&[pid]);
+    for p in descendants(pid) {
+        if !found.iter().any(|f| f.pid == p.pid) {
+            found.push(p);
+        }
+    }
+    found.retain(|p| p.pid != pid);
+    found
+}
+
+/// The pids of [`server_processes`], to compare with [`started_since`].
+pub(crate) fn snapshot(pid: Option<u32>) -> HashSet<u32> {
+    server_processes(pid).into_iter().map(|p| p.pid).collect()
+}
+
+/// The server's processes not in `before` (a [`snapshot`]): those started
+/// since.
+pub(crate) fn started_since(pid: Option<u32>, before: &HashSet<u32>) -> Vec<Leftover> {
+    server_processes(pid).into_iter().filter(|p| !before.contains(&p.pid)).collect()
+}
+
+/// Processes as evidence lists them: `pid 12 (sleep 60), pid 13 (sh)`.
+pub(crate) fn list(processes: &[Leftover]) -> String {
+    processes.iter().map(Leftover::to_string).collect::<Vec<_>>().join(", ")
+}
 
 /// Every process tree the probe started, by its root's pid.
 #[derive(Debug, Default)]

@@ -22,6 +22,8 @@ use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
 
+use crate::duration::{no_answer, not_answered};
+
 /// How a raw connection frames and quotes, and what shows the server is
 /// alive: given by the caller, so this layer knows nothing of the probe's
 /// targets (they depend on it, not the other way round).
@@ -359,7 +361,7 @@ impl RawConn {
             Some(_) => Ok(started.elapsed()),
             None => Err(match self.exit_status() {
                 Some(status) => format!("the server exited ({status})"),
-                None => format!("no answer within {}", crate::duration::fmt_duration(limit)),
+                None => no_answer(limit),
             }),
         }
     }
@@ -392,10 +394,7 @@ impl RawConn {
             .send_request(method, &params, limit)
             .await
             .map_err(|e| format!("{method} could not be written ({e:?})"))?;
-        let response = self
-            .response(id, limit)
-            .await
-            .ok_or_else(|| format!("{method} was not answered within {}", crate::duration::fmt_duration(limit)))?;
+        let response = self.response(id, limit).await.ok_or_else(|| not_answered(method, limit))?;
         if method == "initialize" {
             self.write(&Self::notification_frame("notifications/initialized", &serde_json::Value::Null), limit)
                 .await

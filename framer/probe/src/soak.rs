@@ -38,7 +38,7 @@ use mcp_framer_stdio_v2::host::{self as v2host, Call};
 use serde_json::{Value, json};
 
 use crate::check_id::CheckId;
-use crate::duration::fmt_duration;
+use crate::duration::{fmt_duration, not_answered, within};
 use crate::options::{Soak, Transport};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
@@ -332,7 +332,7 @@ async fn one_call(plan: &Plan, conn: &Conn, kind: Kind, rng: &mut Rng, seen: &Mu
         }
         Reply::GaveUp if kind.owed() => {
             tally.lost += 1;
-            example(format!("lost ({}): {method} not answered within {}", kind.name(), fmt_duration(wait)));
+            example(format!("lost ({}): {}", kind.name(), not_answered(method, wait)));
         }
         Reply::GaveUp => tally.gave_up += 1,
         Reply::Dropped => tally.dropped += 1,
@@ -605,7 +605,7 @@ pub(crate) async fn check(target: &Target, checks: &[CheckResult]) -> Option<Che
     let started = Instant::now();
     let limit = deadline(target, soak);
     if tokio::time::timeout(limit, run(target, soak, &progress, &mut result)).await.is_err() {
-        result.note(Verdict::Fail, format!("the soak did not finish within {}", fmt_duration(limit)));
+        result.note(Verdict::Fail, format!("the soak did not finish {}", within(limit)));
     }
     result.duration_ms = started.elapsed().as_millis() as u64;
     target.kill_trees();

@@ -11,6 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::time::{Instant, sleep, timeout};
 
 use super::response_limits::call_params;
+use crate::duration::{fmt_duration, not_answered, within};
 use crate::progress::Progress;
 use crate::raw::{RawConn, RawEvent};
 use crate::report::{CheckResult, Verdict};
@@ -55,21 +56,11 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         }
         None => {
             target.account_raw("backpressure", &conn);
-            return result.note(
-                Verdict::Fail,
-                format!(
-                    "tools/call {} was not answered within {}",
-                    tool.name,
-                    crate::duration::fmt_duration(limits.step_timeout)
-                ),
-            );
+            return result
+                .note(Verdict::Fail, not_answered(format_args!("tools/call {}", tool.name), limits.step_timeout));
         }
     }
-    progress.step(format!(
-        "not reading stdout for {} during {}",
-        crate::duration::fmt_duration(limits.pause),
-        tool.name
-    ));
+    progress.step(format!("not reading stdout for {} during {}", fmt_duration(limits.pause), tool.name));
     conn.pause(true);
     let paused_at = Instant::now();
     let Ok(call) = conn.send_request("tools/call", &target.params(call_params(tool)), limits.step_timeout).await else {
@@ -177,26 +168,26 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         (true, Some(after)) => result.info(format!(
             "while its stdout was blocked the server read all {stdin_bytes} bytes written to its stdin (a {m} request, a cancel and a {}-byte padded {m} request) in {}",
             limits.stdin_probe,
-            crate::duration::fmt_duration(after)
+            fmt_duration(after)
         )),
         _ => result.note(
             Verdict::Fail,
             format!(
                 "while its stdout was blocked the server did not read its stdin: {stdin_bytes} bytes (more than a pipe holds) could not be written in {}; a host that writes before it reads deadlocks with this server",
-                crate::duration::fmt_duration(limits.pause)
+                fmt_duration(limits.pause)
             ),
         ),
     }
     match ping_at {
         Some(after) => result.info(format!(
             "the {m} request sent during the pause was answered {} after reading resumed",
-            crate::duration::fmt_duration(after)
+            fmt_duration(after)
         )),
         None => result.note(
             Verdict::Fail,
             format!(
-                "the {m} request sent during the pause was not answered within {} of resuming",
-                crate::duration::fmt_duration(limits.recover_timeout)
+                "the {m} request sent during the pause was not answered {} of resuming",
+                within(limits.recover_timeout)
             ),
         ),
     }

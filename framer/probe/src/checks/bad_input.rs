@@ -12,6 +12,7 @@ use mcp_framer_jsonrpc::{INVALID_REQUEST, Id, Kind, METHOD_NOT_FOUND, PARSE_ERRO
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::duration::within;
 use crate::progress::Progress;
 use crate::raw::RawEvent;
 use crate::report::{CheckResult, Verdict};
@@ -234,8 +235,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 (
                     Verdict::Fail,
                     format!(
-                        "{label}: answered with nothing within {} ({expected}): a host that sends it waits out its timeout",
-                        crate::duration::fmt_duration(limits.reply_wait)
+                        "{label}: answered with nothing {} ({expected}): a host that sends it waits out its timeout",
+                        within(limits.reply_wait)
                     ),
                 )
             }
@@ -244,8 +245,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 (
                     Verdict::Warn,
                     format!(
-                        "{label}: answered with nothing within {} ({expected}); nothing hangs, since a conforming host never sends this line",
-                        crate::duration::fmt_duration(limits.reply_wait)
+                        "{label}: answered with nothing {} ({expected}); nothing hangs, since a conforming host never sends this line",
+                        within(limits.reply_wait)
                     ),
                 )
             }
@@ -284,9 +285,9 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let answered_all = cases.len() == CASES.len() && cases.iter().all(|c| c["ping_ms"] != Value::Null);
     if answered_all {
         result.info(format!(
-            "the next request ({}) was answered within {} after each of the {} inputs",
+            "the next request ({}) was answered {} after each of the {} inputs",
             target.liveness().0,
-            crate::duration::fmt_duration(limits.ping_timeout),
+            within(limits.ping_timeout),
             CASES.len()
         ));
     }

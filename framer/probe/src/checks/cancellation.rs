@@ -13,7 +13,8 @@ use mcp_framer_stdio::host::{Era, Inbound};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::processes::{Leftover, group_members};
+use crate::duration::{fmt_duration, within};
+use crate::processes::{group_members, list, snapshot, started_since};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::{Started, Target};
@@ -32,16 +33,6 @@ fn is_our_progress(item: &Inbound) -> bool {
     params.get("progressToken").and_then(Value::as_str) == Some(TOKEN)
 }
 
-/// The processes of group `pgid` other than the leader and `before`.
-fn started_since(pgid: Option<u32>, before: &HashSet<u32>) -> Vec<Leftover> {
-    let Some(pgid) = pgid else { return Vec::new() };
-    group_members(&[pgid]).into_iter().filter(|p| p.pid != pgid && !before.contains(&p.pid)).collect()
-}
-
-fn list(processes: &[Leftover]) -> String {
-    processes.iter().map(Leftover::to_string).collect::<Vec<_>>().join(", ")
-}
-
 pub(super) async fn run(target: &Target, progress: &Progress, result: &mut CheckResult) {
     let limits = &target.limits;
     let Some(tool) = &target.options.slow else {
@@ -52,8 +43,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Err(e) => return result.note(Verdict::Fail, format!("no session to test: {e}")),
     };
     let pgid = session.pid();
-    let before: HashSet<u32> =
-        pgid.map(|g| group_members(&[g]).into_iter().map(|p| p.pid).collect()).unwrap_or_default();
+    let before = snapshot(pgid);
     progress.step(format!("calling {}", tool.name));
     let params = json!({ "name": tool.name, "arguments": tool.arguments, "_meta": { "progressToken": TOKEN } });
     let started = Instant::now();
@@ -88,7 +78,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             Verdict::Warn,
             format!(
                 "could not tell: the slow tool {what} {} after the call, before it could be cancelled (the missing signal: a call still running at the cancel); use longer --slow arguments",
-                crate::duration::fmt_duration(started.elapsed())
+                fmt_duration(started.elapsed())
             ),
         );
         return target.account("cancellation", &session, &mut inbound);
@@ -97,12 +87,10 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     tokio::time::sleep(POLL).await;
     children = started_since(pgid, &before);
     match first_progress {
-        Some(after) => {
-            result.info(format!("first progress notification {} after the call", crate::duration::fmt_duration(after)))
-        }
+        Some(after) => result.info(format!("first progress notification {} after the call", fmt_duration(after))),
         None => result.info(format!(
-            "no progress notification within {} (progress is optional; judged by the other signals)",
-            crate::duration::fmt_duration(started.elapsed())
+            "no progress notification {} (progress is optional; judged by the other signals)",
+            within(started.elapsed())
         )),
     }
     // Where the platform lists no processes, that is said once, below.
@@ -160,7 +148,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         Ok(after) => result.info(format!(
             "the next request ({}) after the cancel was answered in {}",
             target.liveness().0,
-            crate::duration::fmt_duration(*after)
+            fmt_duration(*after)
         )),
         Err(e) => result.note(Verdict::Fail, format!("the next request after the cancel failed: {e}")),
     }
@@ -181,16 +169,16 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         if after_grace == 0 {
             result.info(format!(
                 "progress stopped: {in_grace} notification(s) within the {} grace, none in the {} after",
-                crate::duration::fmt_duration(limits.cancel_grace),
-                crate::duration::fmt_duration(limits.cancel_watch)
+                fmt_duration(limits.cancel_grace),
+                fmt_duration(limits.cancel_watch)
             ));
         } else {
             result.note(
                 Verdict::Fail,
                 format!(
                     "the producer kept going: {after_grace} progress notification(s) after the {} grace, the last {} after the cancel (2026-07-28: no further message for a cancelled request, progress included)",
-                    crate::duration::fmt_duration(limits.cancel_grace),
-                    crate::duration::fmt_duration(last.unwrap_or_default())
+                    fmt_duration(limits.cancel_grace),
+                    fmt_duration(last.unwrap_or_default())
                 ),
             );
         }
@@ -200,7 +188,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         (n, 0, _) => result.info(format!("{n} late response(s) to the cancelled call arrived within the grace (in flight at the cancel: allowed)")),
         (_, n, Era::Modern) => result.note(
             Verdict::Fail,
-            format!("{n} response(s) to the cancelled call arrived after the {} grace: the 2026-07-28 revision says no further message for a cancelled request", crate::duration::fmt_duration(limits.cancel_grace)),
+            format!("{n} response(s) to the cancelled call arrived after the {} grace: the 2026-07-28 revision says no further message for a cancelled request", fmt_duration(limits.cancel_grace)),
         ),
         (n, _, Era::Legacy) => result.info(format!("{n} late response(s) to the cancelled call arrived (allowed in the legacy era; the host drops them)")),
     }
@@ -211,7 +199,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         if survivors.is_empty() {
             result.info(format!(
                 "every process the call started was gone within the {} grace",
-                crate::duration::fmt_duration(limits.cancel_grace)
+                fmt_duration(limits.cancel_grace)
             ));
         } else {
             result.behaviour("cancel-leaves-child");
@@ -220,7 +208,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 format!(
                     "{} process(es) the cancelled call started still alive {} after the cancel: {}",
                     survivors.len(),
-                    crate::duration::fmt_duration(cancelled_at.elapsed()),
+                    fmt_duration(cancelled_at.elapsed()),
                     list(&survivors)
                 ),
             );

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 use tokio::time::sleep;
 
+use crate::duration::fmt_duration;
 use crate::progress::Progress;
 use crate::raw::RawConn;
 use crate::report::{CheckResult, Verdict};
@@ -36,7 +37,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     let what = format!(
         "a {m} request written one byte at a time ({} bytes, {} apart)",
         frame.len(),
-        crate::duration::fmt_duration(limits.byte_delay)
+        fmt_duration(limits.byte_delay)
     );
     if answered {
         result.info(format!("{what}: answered"))

@@ -10,6 +10,7 @@ use mcp_framer_stdio::host::Era;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::duration::fmt_duration;
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::{Started, Target};
@@ -65,8 +66,8 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     }
     result.info(format!(
         "the handshake was answered in {} (limit {} per request)",
-        crate::duration::fmt_duration(took),
-        crate::duration::fmt_duration(limits.init_timeout)
+        fmt_duration(took),
+        fmt_duration(limits.init_timeout)
     ));
 
     let init = &opened.result;

@@ -14,55 +14,24 @@ mod response_limits;
 mod shutdown;
 mod stderr;
 
-use std::time::Instant;
-
 use crate::check_id::CheckId;
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
 
-/// Runs the checks selected by `--only` / `--skip`, in order; deselected
-/// checks are reported as SKIP.
+/// Runs the checks selected by `--only` / `--skip`, in order
+/// ([`crate::suite::run`]); deselected checks are reported as SKIP.
 pub(crate) async fn run_all(target: &Target) -> Vec<CheckResult> {
-    let limits = &target.limits;
-    let selected = |c: &CheckId| target.options.selected(*c);
-    let count = CheckId::ALL.iter().filter(|c| selected(c)).count();
-    let progress = Progress::new(count, target.options.quiet);
-    let mut results = Vec::new();
-    let mut index = 0;
-    for check in CheckId::ALL {
-        let mut result = CheckResult::new(check.number(), check.name(), check.title(), check.why());
-        if !selected(&check) {
-            result.skip("not selected (--only / --skip)");
-            results.push(result);
-            continue;
-        }
-        progress.start(index, check);
-        index += 1;
-        let started = Instant::now();
-        let run = run_one(check, target, &progress, &mut result);
-        if tokio::time::timeout(limits.check_timeout, run).await.is_err() {
-            result.note(
-                Verdict::Fail,
-                format!(
-                    "the check did not finish within --check-timeout {}",
-                    crate::duration::fmt_duration(limits.check_timeout)
-                ),
-            );
-        }
-        result.duration_ms = started.elapsed().as_millis() as u64;
-        // A check's server is not needed any more: kill its tree now, so a
-        // wedged one does not burn CPU during the next check.
-        target.kill_trees();
-        progress.done(&result);
-        results.push(result);
-    }
+    let run = async |check, progress: &Progress, result: &mut CheckResult| {
+        run_one(check, target, progress, result).await;
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let Ok(mut results) = crate::suite::run(target, &CheckId::ALL, None, run).await;
     if let Some(hygiene) = results.iter_mut().find(|r| r.name == CheckId::StdoutHygiene.name())
         && hygiene.verdict != Verdict::Skip
     {
         hygiene::finish(target, hygiene);
     }
-    progress.finish();
     results
 }
 

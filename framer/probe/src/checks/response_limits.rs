@@ -8,6 +8,7 @@ use mcp_framer_stdio::host::{Inbound, RequestError, SkippedFrame};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::duration::{fmt_duration, within};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
@@ -81,7 +82,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
     result.info(format!(
         "tools/call {}: a result frame of {frame} bytes in {}; {} frame(s) in the session, the largest {} bytes",
         tool.name,
-        crate::duration::fmt_duration(started.elapsed()),
+        fmt_duration(started.elapsed()),
         metrics.frames,
         metrics.largest_frame
     ));
@@ -142,19 +143,13 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         )),
         None => result.note(
             Verdict::Warn,
-            format!(
-                "with the limit at {limit} bytes, no frame over it came within {}",
-                crate::duration::fmt_duration(limits.step_timeout)
-            ),
+            format!("with the limit at {limit} bytes, no frame over it came {}", within(limits.step_timeout)),
         ),
     }
     let ping = target.ping(&session, limits.ping_timeout).await.map(|_| ());
     let m = target.liveness().0;
     match ping {
-        Ok(()) => result.info(format!(
-            "the server answered {m} within {} after that",
-            crate::duration::fmt_duration(limits.ping_timeout)
-        )),
+        Ok(()) => result.info(format!("the server answered {m} {} after that", within(limits.ping_timeout))),
         Err(e) => {
             let closed = tokio::time::timeout(std::time::Duration::from_millis(500), session.wait_closed()).await;
             let exited = match closed.ok().and_then(|c| c.exit_status()) {

@@ -10,6 +10,7 @@ use mcp_framer_stdio::host::{Inbound, Session, ShutdownConfig, ShutdownStage};
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::duration::fmt_duration;
 use crate::processes::{Leftover, group_members};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
@@ -34,7 +35,7 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
     }
     match report.stage {
         ShutdownStage::StdinClosed => result
-            .info(format!("exited {} after stdin was closed{during} ({status})", crate::duration::fmt_duration(took))),
+            .info(format!("exited {} after stdin was closed{during} ({status})", fmt_duration(took))),
         ShutdownStage::AlreadyExited => {
             result.note(Verdict::Warn, format!("it had exited before stdin was closed{during} ({status})"))
         }
@@ -42,22 +43,22 @@ async fn close_and_judge(target: &Target, session: Session, busy: Option<&str>, 
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during}; SIGTERM ended it ({status})",
-                crate::duration::fmt_duration(limits.exit_timeout)
+                fmt_duration(limits.exit_timeout)
             ),
         ),
         ShutdownStage::Killed if cfg!(windows) => result.note(
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during}; terminating its job ended it (Windows has no SIGTERM step)",
-                crate::duration::fmt_duration(limits.exit_timeout)
+                fmt_duration(limits.exit_timeout)
             ),
         ),
         ShutdownStage::Killed => result.note(
             Verdict::Fail,
             format!(
                 "still running {} after stdin was closed{during} and {} after SIGTERM; SIGKILL ended it",
-                crate::duration::fmt_duration(limits.exit_timeout),
-                crate::duration::fmt_duration(limits.term_timeout)
+                fmt_duration(limits.exit_timeout),
+                fmt_duration(limits.term_timeout)
             ),
         ),
         ShutdownStage::StillRunning if cfg!(windows) => {

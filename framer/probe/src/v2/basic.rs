@@ -11,9 +11,9 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{V2Session, connect, host_config, list_all, open};
-use crate::duration::fmt_duration;
+use crate::duration::{fmt_duration, no_answer, not_answered, within};
 use crate::error::ProbeError;
-use crate::processes::{alive, group_members};
+use crate::processes::{alive, group_members, server_processes};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
@@ -41,8 +41,8 @@ pub(super) async fn selection(
                         Verdict::Fail,
                         format!(
                             "the server speaks `stdio` (newline-delimited JSON-RPC), not `stdio-v2`: it answered the \
-                             HTTP/2 preface within {} with {preview:?}",
-                            fmt_duration(started.elapsed())
+                             HTTP/2 preface {} with {preview:?}",
+                            within(started.elapsed())
                         ),
                     );
                     result.info(format!("the client's error: {e}"));
@@ -175,7 +175,7 @@ async fn send_bad(
             Answer::Other(format!("a success (HTTP {}): {}", response.status, excerpt(&response.message)))
         }
         Ok(Err(e)) => Answer::Other(e.to_string()),
-        Err(_) => Answer::Other(format!("no answer within {}", fmt_duration(wait))),
+        Err(_) => Answer::Other(no_answer(wait)),
     }
 }
 
@@ -280,7 +280,7 @@ pub(super) async fn bad_input(target: &Target, progress: &Progress, result: &mut
         }
         Ok(Ok(response)) => Answer::Other(format!("a success: {}", excerpt(&response.message))),
         Ok(Err(e)) => Answer::Other(e.to_string()),
-        Err(_) => Answer::Other(format!("no answer within {}", fmt_duration(wait))),
+        Err(_) => Answer::Other(no_answer(wait)),
     };
     judge(&session, result, "an unknown method", answer, 404, METHOD_NOT_FOUND, limits.ping_timeout, "unknown_method")
         .await;
@@ -306,10 +306,9 @@ pub(super) async fn stderr(target: &Target, progress: &Progress, result: &mut Ch
             match tokio::time::timeout(limits.step_timeout, call).await {
                 Ok(Ok(_) | Err(host::Error::Rpc { .. })) => result.info(format!("tools/call {tool} was answered")),
                 Ok(Err(e)) => result.note(Verdict::Fail, format!("tools/call {tool} failed: {e}")),
-                Err(_) => result.note(
-                    Verdict::Fail,
-                    format!("tools/call {tool} was not answered within {}", fmt_duration(limits.step_timeout)),
-                ),
+                Err(_) => {
+                    result.note(Verdict::Fail, not_answered(format_args!("tools/call {tool}"), limits.step_timeout))
+                }
             }
         }
         None => result.info("no --noisy tool: judged on what the server writes to stderr on its own"),
@@ -389,8 +388,7 @@ async fn close_and_judge(
     let (ended, gone) = tokio::join!(tokio::time::timeout(most, session.client.shutdown()), watch);
     let took = started.elapsed();
     let Ok(ended) = ended else {
-        return result
-            .note(Verdict::Fail, format!("the shutdown did not finish within {}{during}", fmt_duration(most)));
+        return result.note(Verdict::Fail, format!("the shutdown did not finish {}{during}", within(most)));
     };
     let status = ended.exit_status;
     let described = status.map_or("not reaped".to_owned(), |s| s.to_string());
@@ -474,7 +472,7 @@ pub(super) async fn shutdown(target: &Target, progress: &Progress, result: &mut 
         result.note(Verdict::Warn, format!("the server did not answer before the shutdown: {e}"));
     }
     progress.step("closing the connection");
-    let before = super::server_processes(session.pid);
+    let before = server_processes(session.pid);
     close_and_judge(target, session, before, None, result).await;
 
     let Some(tool) = &target.options.slow else {
@@ -502,7 +500,7 @@ pub(super) async fn shutdown(target: &Target, progress: &Progress, result: &mut 
     }
     // A process it starts may come a little after its first progress.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let before = super::server_processes(session.pid);
+    let before = server_processes(session.pid);
     // The client closes the connection once no stream is open: the call's
     // stream is reset (the server cancels it) and the connection closed
     // right after, while the tool still runs.

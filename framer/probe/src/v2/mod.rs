@@ -25,11 +25,11 @@ use mcp_framer_stdio_v2::host::{self, Client, HostConfig};
 use serde_json::{Value, json};
 
 use crate::check_id::CheckId;
-use crate::duration::fmt_duration;
+use crate::duration::{not_answered, within};
 use crate::error::ProbeError;
-use crate::processes::{Leftover, descendants, group_members};
 use crate::progress::Progress;
-use crate::report::{CheckResult, Verdict};
+use crate::report::CheckResult;
+use crate::suite::Gate;
 use crate::target::{Opened, Target};
 use crate::tools::ToolList;
 
@@ -105,7 +105,7 @@ impl V2Session {
         match tokio::time::timeout(limit, self.client.request(method, &params)).await {
             Ok(Ok(_) | Err(host::Error::Rpc { .. })) => Ok(started.elapsed()),
             Ok(Err(e)) => Err(format!("{method}: {e}")),
-            Err(_) => Err(format!("{method} was not answered within {}", fmt_duration(limit))),
+            Err(_) => Err(not_answered(method, limit)),
         }
     }
 
@@ -127,20 +127,6 @@ impl V2Session {
         let ended = self.client.shutdown();
         let _ = tokio::time::timeout(target.limits.exit_timeout * 3 + Duration::from_secs(1), ended).await;
     }
-}
-
-/// The server's processes: its group's members and its descendants (a
-/// tool's child may lead a group of its own), the server itself left out.
-pub(crate) fn server_processes(pid: Option<u32>) -> Vec<Leftover> {
-    let Some(pid) = pid else { return Vec::new() };
-    let mut found = group_members(&[pid]);
-    for p in descendants(pid) {
-        if !found.iter().any(|f| f.pid == p.pid) {
-            found.push(p);
-        }
-    }
-    found.retain(|p| p.pid != pid);
-    found
 }
 
 /// The client's settings for the probe's limits.
@@ -166,7 +152,7 @@ pub(crate) async fn connect(target: &Target, config: HostConfig) -> Result<Clien
         Ok(client) => client?,
         Err(_) => {
             return Err(host::Error::Startup {
-                reason: format!("no HTTP/2 session within {}", fmt_duration(limit)),
+                reason: format!("no HTTP/2 session {}", within(limit)),
                 exit_status: None,
                 stderr_tail: String::new(),
             });
@@ -238,7 +224,7 @@ pub(crate) async fn list_all(target: &Target, session: &V2Session) -> Result<(Ve
         match tokio::time::timeout(limit, session.client.request("tools/list", &params)).await {
             Ok(Ok(response)) => Ok(response.result()),
             Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
-            Err(_) => Err(format!("tools/list was not answered within {}", fmt_duration(limit))),
+            Err(_) => Err(not_answered("tools/list", limit)),
         }
     })
     .await
@@ -258,80 +244,30 @@ pub(crate) async fn list(target: &Target) -> Result<ToolList, ProbeError> {
     })
 }
 
-/// Runs the selected `stdio-v2` checks in order ([`CheckId::STDIO_V2`]);
-/// deselected ones are SKIP, and so is every one after a failed selection.
+/// Runs the selected `stdio-v2` checks in order ([`CheckId::STDIO_V2`],
+/// through [`crate::suite::run`]); deselected ones are SKIP, and so is every
+/// one after a failed selection.
 pub(crate) async fn run_all(target: &Target) -> Result<Vec<CheckResult>, ProbeError> {
     match target.spawn_raw() {
         Ok(conn) => drop(conn),
         Err(e) => return Err(ProbeError::Spawn(e)),
     }
     target.kill_trees();
-    let limits = &target.limits;
-    let selected = |c: &CheckId| target.options.selected(*c);
-    let count = CheckId::STDIO_V2.iter().filter(|c| selected(c)).count();
-    let progress = Progress::new(count, target.options.quiet);
-    let mut results = Vec::new();
-    let mut index = 0;
-    let mut speaks_v2 = true;
-    for (place, check) in CheckId::STDIO_V2.into_iter().enumerate() {
-        let mut result = CheckResult::new(place as u8 + 1, check.name(), check.title(), check.why());
-        if !selected(&check) && check != CheckId::Selection {
-            result.skip("not selected (--only / --skip)");
-            results.push(result);
-            continue;
+    let gate = Gate { check: CheckId::Selection, skipped: "no stdio-v2 session: see the selection check" };
+    let run = async |check, progress: &Progress, result: &mut CheckResult| {
+        match check {
+            CheckId::Selection => return basic::selection(target, progress, result).await,
+            CheckId::Handshake => basic::handshake(target, progress, result).await,
+            CheckId::BadInput => basic::bad_input(target, progress, result).await,
+            CheckId::RequestSize => request_size::run(target, progress, result).await,
+            CheckId::HeadOfLine => streams::head_of_line(target, progress, result).await,
+            CheckId::Cancellation => streams::cancellation(target, progress, result).await,
+            CheckId::Stderr => basic::stderr(target, progress, result).await,
+            CheckId::Shutdown => basic::shutdown(target, progress, result).await,
+            // The newline-only checks are not in STDIO_V2.
+            _ => {}
         }
-        if !speaks_v2 {
-            result.skip("no stdio-v2 session: see the selection check");
-            results.push(result);
-            continue;
-        }
-        if selected(&check) {
-            progress.start(index, check);
-            index += 1;
-        }
-        let started = Instant::now();
-        let run = async {
-            match check {
-                CheckId::Selection => return basic::selection(target, &progress, &mut result).await,
-                CheckId::Handshake => basic::handshake(target, &progress, &mut result).await,
-                CheckId::BadInput => basic::bad_input(target, &progress, &mut result).await,
-                CheckId::RequestSize => request_size::run(target, &progress, &mut result).await,
-                CheckId::HeadOfLine => streams::head_of_line(target, &progress, &mut result).await,
-                CheckId::Cancellation => streams::cancellation(target, &progress, &mut result).await,
-                CheckId::Stderr => basic::stderr(target, &progress, &mut result).await,
-                CheckId::Shutdown => basic::shutdown(target, &progress, &mut result).await,
-                // The newline-only checks are not in STDIO_V2.
-                _ => {}
-            }
-            Ok(())
-        };
-        let outcome = tokio::time::timeout(limits.check_timeout, run).await;
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => result.note(
-                Verdict::Fail,
-                format!("the check did not finish within --check-timeout {}", fmt_duration(limits.check_timeout)),
-            ),
-        }
-        result.duration_ms = started.elapsed().as_millis() as u64;
-        target.kill_trees();
-        if check == CheckId::Selection {
-            speaks_v2 = result.verdict != Verdict::Fail;
-            if !selected(&check) && speaks_v2 {
-                // The pre-flight ran; the check itself was not asked for (a
-                // failed selection is reported all the same: it is why every
-                // other check is skipped).
-                result = CheckResult::new(1, check.name(), check.title(), check.why());
-                result.skip("not selected (--only / --skip)");
-            } else {
-                progress.done(&result);
-            }
-        } else {
-            progress.done(&result);
-        }
-        results.push(result);
-    }
-    progress.finish();
-    Ok(results)
+        Ok(())
+    };
+    crate::suite::run(target, &CheckId::STDIO_V2, Some(gate), run).await
 }

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{V2Session, open};
-use crate::checks::request_size::{Growth, doubling_wait, latencies, superlinear, wait_for};
-use crate::duration::fmt_duration;
+use crate::duration::{fmt_duration, no_answer, within};
+use crate::growth::{Growth, doubling_wait, report_answer_times, wait_for};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
@@ -49,7 +49,7 @@ impl Outcome {
         match self {
             Outcome::Answered => "answered".into(),
             Outcome::Refused { status, code, message } => format!("HTTP {status} with {code}: {message:?}"),
-            Outcome::Silence(waited) => format!("no answer within {}", fmt_duration(*waited)),
+            Outcome::Silence(waited) => no_answer(*waited),
             Outcome::Broken(why) => why.clone(),
         }
     }
@@ -126,15 +126,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
             break;
         }
     }
-    let rows: Vec<Value> = answered.iter().map(|(b, t)| json!({"bytes": b, "ms": t.as_millis() as u64})).collect();
-    result.measure("latency_ms", json!(rows));
-    if !answered.is_empty() {
-        result.info(format!("answer times (reported apart from the limit): {}", latencies(&answered)));
-    }
-    if superlinear(&answered) {
-        result.behaviour("slow-large-request");
-        result.info("the answer time grows faster than the body size: the server reads large bodies slowly");
-    }
+    report_answer_times(result, &answered, ("body", "bodies"));
     let largest = answered.last().map_or(0, |(b, _)| *b);
     let Some((failed, outcome)) = failure else {
         result.measure("largest_answered", largest as u64);
@@ -154,10 +146,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
         match (growth, alive) {
             (_, Err(e)) => result.note(
                 Verdict::Fail,
-                format!(
-                    "the server went deaf on a body of {failed} bytes: no answer within {}, and then {e}",
-                    fmt_duration(waited)
-                ),
+                format!("the server went deaf on a body of {failed} bytes: no answer {}, and then {e}", within(waited)),
             ),
             (Some(g), Ok(_)) if g.patience <= waited => result.note(
                 Verdict::Fail,
@@ -172,9 +161,9 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 result.note(
                     Verdict::Warn,
                     format!(
-                        "a body of {failed} bytes got no answer within {} while other requests were answered: the \
+                        "a body of {failed} bytes got no answer {} while other requests were answered: the \
                          server is slow (or stuck). Its limit above {largest} bytes is unknown: raise --step-timeout",
-                        fmt_duration(waited)
+                        within(waited)
                     ),
                 );
             }

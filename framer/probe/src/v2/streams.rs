@@ -2,7 +2,6 @@
 //! answered while a large result streams) and cancellation (a reset stream
 //! stops the call and the processes it started).
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use mcp_framer_stdio_v2::host::{self, Item};
@@ -10,10 +9,9 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::server_processes;
 use super::{host_config, open, open_with};
-use crate::duration::fmt_duration;
-use crate::processes::{Leftover, alive};
+use crate::duration::{fmt_duration, within};
+use crate::processes::{alive, list, snapshot, started_since};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
@@ -58,7 +56,7 @@ pub(super) async fn head_of_line(target: &Target, progress: &Progress, result: &
         Err(_) => {
             return result.note(
                 Verdict::Fail,
-                format!("the answer to tools/call {tool} did not start within {}", fmt_duration(limits.step_timeout)),
+                format!("the answer to tools/call {tool} did not start {}", within(limits.step_timeout)),
             );
         }
     }
@@ -93,10 +91,7 @@ pub(super) async fn head_of_line(target: &Target, progress: &Progress, result: &
             return session.end(target).await;
         }
         Err(_) => {
-            result.note(
-                Verdict::Fail,
-                format!("the large result did not end within {}", fmt_duration(limits.step_timeout)),
-            );
+            result.note(Verdict::Fail, format!("the large result did not end {}", within(limits.step_timeout)));
             drop(ping);
             return session.end(target).await;
         }
@@ -131,8 +126,8 @@ pub(super) async fn head_of_line(target: &Target, progress: &Progress, result: &
             result.note(
                 Verdict::Fail,
                 format!(
-                    "{method} got nothing within {} while the large result waited: {what} (head-of-line blocking)",
-                    fmt_duration(limits.ping_timeout)
+                    "{method} got nothing {} while the large result waited: {what} (head-of-line blocking)",
+                    within(limits.ping_timeout)
                 ),
             );
         }
@@ -142,15 +137,6 @@ pub(super) async fn head_of_line(target: &Target, progress: &Progress, result: &
 }
 
 const TOKEN: &str = "mcp-probe-cancel";
-
-/// The server's processes not in `before`.
-fn started_since(pid: Option<u32>, before: &HashSet<u32>) -> Vec<Leftover> {
-    server_processes(pid).into_iter().filter(|p| !before.contains(&p.pid)).collect()
-}
-
-fn list(processes: &[Leftover]) -> String {
-    processes.iter().map(Leftover::to_string).collect::<Vec<_>>().join(", ")
-}
 
 /// Check 6 (needs `--slow`): once the slow call shows it runs (progress on
 /// its stream, or a process it started), its stream is reset
@@ -167,7 +153,7 @@ pub(super) async fn cancellation(target: &Target, progress: &Progress, result: &
         Err(e) => return result.note(Verdict::Fail, format!("no session to test: {e}")),
     };
     let pgid = session.pid;
-    let before: HashSet<u32> = server_processes(pgid).into_iter().map(|p| p.pid).collect();
+    let before = snapshot(pgid);
     progress.step(format!("calling {}", tool.name));
     let params = session.tool_params(tool, Some(TOKEN));
     let started = Instant::now();
@@ -232,8 +218,8 @@ pub(super) async fn cancellation(target: &Target, progress: &Progress, result: &
     match first_progress {
         Some(after) => result.info(format!("first progress notification {} after the call", fmt_duration(after))),
         None => result.info(format!(
-            "no progress notification within {} (progress is optional; judged by the other signals)",
-            fmt_duration(started.elapsed())
+            "no progress notification {} (progress is optional; judged by the other signals)",
+            within(started.elapsed())
         )),
     }
     if crate::processes::SCANS_PROCESSES {
