@@ -279,6 +279,17 @@ fn a_cancelled_call_that_leaves_its_child_fails_cancellation() {
     assert_eq!(survived[0]["cmdline"], "sleep 12");
 }
 
+/// The call's child leads a process group of its own: it is still the
+/// call's, and still alive after the grace, so still a FAIL.
+#[cfg(unix)]
+#[test]
+fn a_cancelled_call_whose_child_left_the_group_fails_cancellation() {
+    let run = probe(&[], &["--orphan-child", "--child-own-group"]);
+    run.only_fails("cancellation", &["process(es) the cancelled call started still alive", "(sleep 12)"]);
+    let survived = &run.check("cancellation")["measurements"]["children_survived"];
+    assert_eq!(survived.as_array().map(Vec::len), Some(1), "{}", run.text);
+}
+
 #[test]
 fn outliving_stdin_while_a_tool_runs_fails_shutdown() {
     let run = probe(&[], &["--linger-while-busy"]);

@@ -229,6 +229,24 @@ pub(crate) fn descendants(_root: u32) -> Vec<Leftover> {
     Vec::new()
 }
 
+/// Keeps the processes of `watched` that are still alive, by pid wherever
+/// they are now (a child that leads a group of its own, or was reparented,
+/// is still there), with their names read again: a process found between
+/// its fork and its exec carried its parent's command line.
+pub(crate) fn keep_alive(watched: &mut Vec<Leftover>) {
+    watched.retain(|p| alive(p.pid));
+    #[cfg(unix)]
+    for p in watched.iter_mut() {
+        if let Ok(comm) = std::fs::read_to_string(format!("/proc/{}/comm", p.pid)) {
+            p.comm = comm.trim_end().to_owned();
+        }
+        let line = cmdline(p.pid);
+        if !line.is_empty() {
+            p.cmdline = line;
+        }
+    }
+}
+
 /// Whether process `pid` is alive (not a zombie), read from `/proc`.
 #[cfg(unix)]
 pub(crate) fn alive(pid: u32) -> bool {
@@ -242,4 +260,32 @@ pub(crate) fn alive(pid: u32) -> bool {
 #[cfg(not(unix))]
 pub(crate) fn alive(_pid: u32) -> bool {
     false
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_alive_drops_the_dead_and_reads_the_living_names_again() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep starts");
+        let pid = child.id();
+        // spawn returns once the exec has begun: the new command line comes
+        // a moment later.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while cmdline(pid).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // As seen between fork and exec: the parent's name and command line.
+        let stale = Leftover { pid, comm: "parent".into(), cmdline: "parent --flag".into() };
+        let mut watched = vec![stale.clone()];
+        keep_alive(&mut watched);
+        assert_eq!(watched, vec![Leftover { pid, comm: "sleep".into(), cmdline: "sleep 30".into() }]);
+
+        child.kill().expect("kill");
+        child.wait().expect("reaped");
+        let mut watched = vec![stale];
+        keep_alive(&mut watched);
+        assert!(watched.is_empty(), "{watched:?}");
+    }
 }

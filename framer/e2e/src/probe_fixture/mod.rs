@@ -23,6 +23,7 @@
 //! | `--drop-rest-of-read` | takes the first line of each `read(2)` and drops the rest | 5 framing |
 //! | `--exit-after-large` | exits (status 5) once it has written a `large` result | 6 response-limits (and 7) |
 //! | `--orphan-child` | a cancelled `slow` call leaves its child process running | 8 cancellation |
+//! | `--orphan-child --child-own-group` | the same, its child leading a process group of its own (Unix) | 8 cancellation |
 //! | `--linger-while-busy` | at stdin EOF, waits for running calls' child processes before exiting | 9 shutdown |
 //! | `--cut-at-exit` | at stdin EOF, exits once its queued frames have started to be written, not finished (Node's `process.exit()` with a pending write) | 10 exit-flush |
 //! | `--stderr-per-request N` | writes N bytes of warnings on stderr for every request | 11 stderr (WARN over 64 KiB) |
@@ -100,6 +101,10 @@ pub struct Args {
     /// A cancelled `slow` call leaves its child process running.
     #[arg(long)]
     pub orphan_child: bool,
+    /// A `slow` call's child leads a process group of its own (Unix), so it
+    /// is not in the server's group.
+    #[arg(long)]
+    pub child_own_group: bool,
     /// At stdin EOF, wait for the running calls' child processes before exiting.
     #[arg(long)]
     pub linger_while_busy: bool,
@@ -668,11 +673,13 @@ fn call(args: &Args, out: &Out, cancels: &Arc<Mutex<HashMap<String, Arc<AtomicBo
             let out = out.clone();
             let key = id.to_string();
             // The call's child process, for the call's length.
-            let child = Command::new("sleep")
-                .arg(format!("{}", seconds.ceil() as u64 + 2))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn();
+            let mut command = Command::new("sleep");
+            command.arg(format!("{}", seconds.ceil() as u64 + 2)).stdin(Stdio::null()).stdout(Stdio::null());
+            #[cfg(unix)]
+            if args.child_own_group {
+                std::os::unix::process::CommandExt::process_group(&mut command, 0);
+            }
+            let child = command.spawn();
             if let Ok(child) = child {
                 CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push((key.clone(), child));
             }

@@ -6,7 +6,6 @@
 //! request answered at once, and the processes the call started gone.
 //! Progress is optional: its absence is not a defect.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use mcp_framer_stdio::host::{Era, Inbound};
@@ -14,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::duration::{fmt_duration, within};
-use crate::processes::{group_members, list, snapshot, started_since};
+use crate::processes::{keep_alive, list, snapshot, started_since};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::{Started, Target};
@@ -136,9 +135,7 @@ pub(super) async fn run(target: &Target, progress: &Progress, result: &mut Check
                 late_in_grace = Some(session.metrics().late_responses);
             }
             if !survivors.is_empty() && Instant::now() >= grace_end {
-                let alive: HashSet<u32> =
-                    pgid.map(|g| group_members(&[g]).into_iter().map(|p| p.pid).collect()).unwrap_or_default();
-                survivors.retain(|p| alive.contains(&p.pid));
+                keep_alive(&mut survivors);
             }
         }
         (in_grace, after_grace, last, late_in_grace, survivors)

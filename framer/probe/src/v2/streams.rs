@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{host_config, open, open_with};
 use crate::duration::{fmt_duration, within};
-use crate::processes::{alive, list, snapshot, started_since};
+use crate::processes::{keep_alive, list, snapshot, started_since};
 use crate::progress::Progress;
 use crate::report::{CheckResult, Verdict};
 use crate::target::Target;
@@ -249,8 +249,7 @@ pub(super) async fn cancellation(target: &Target, progress: &Progress, result: &
         let mut gone_after = None;
         while !survivors.is_empty() && Instant::now() < watch_end {
             tokio::time::sleep(POLL).await;
-            // By pid, wherever they are now (an orphan leaves the tree).
-            survivors.retain(|p| alive(p.pid));
+            keep_alive(&mut survivors);
             if survivors.is_empty() {
                 gone_after = Some(cancelled_at.elapsed());
             }
