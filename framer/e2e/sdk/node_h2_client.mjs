@@ -559,6 +559,10 @@ async function continuationFlood() {
   await write(frame(4, 0, 0, Buffer.alloc(0)));
   // :method POST, :path /, :scheme http (static table), then literals.
   await write(frame(1, 0x1, 1, Buffer.from([0x83, 0x84, 0x86])));
+  // The server is alive here, waiting for the block's end: one sample is
+  // sure (it may end the connection and exit after the first frames, before
+  // the loop below samples, and the last sample finds it gone).
+  sampleMemory();
   const one = Buffer.concat([Buffer.from([0x00, 3]), Buffer.from('x-a'), Buffer.from([100]), Buffer.alloc(100, 'v')]);
   const block = Buffer.concat(Array(150).fill(one));
   let sent = 0;
@@ -566,7 +570,7 @@ async function continuationFlood() {
     const ok = await Promise.race([write(frame(9, 0, 1, block)), sleep(10000).then(() => false)]);
     if (!ok) break;
     sent++;
-    if (i % 64 === 63) sampleMemory();
+    if (i % 64 === 63 || i < 8) sampleMemory();
     if (seen.goaway !== null || stdoutEnded) break;
   }
   out.sent = sent;
